@@ -30,8 +30,6 @@ from .events import (
     PrefillProgress,
     SamplingParams,
     Stats,
-    TextDelta,
-    ThinkingDelta,
     ToolCallParsed,
 )
 from .generation import sample_next

@@ -44,7 +44,7 @@ def remap_official_name(name: str) -> str | None:
         name = name[len("language_model."):]
     if name.startswith("layers."):
         name = "model." + name
-    return _ATTN_RES.sub(lambda m: f"{m.group(1)}_res.{m.group(2)}.weight", name)
+    return _ATTN_RES.sub(lambda m: f"{m.group(1)}_res.{m.group(2)}_weight", name)
 
 
 def checkpoint_files(path: Path) -> dict[str, list[str]]:
@@ -111,6 +111,14 @@ def load_model(path: str | Path, *, dtype: torch.dtype | str = torch.bfloat16, d
     if isinstance(dtype, str):
         dtype = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32,
                  "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16}[dtype]
+    model, shards = build_empty(path)
+    fill_from_checkpoint(model, path, shards, dtype, progress=progress)
+    model.eval().requires_grad_(False)
+    return model.to(device)
+
+
+def build_empty(path: Path) -> tuple[K3ForCausalLM, dict[str, list[str]]]:
+    """The model for `path` with every tensor on the meta device, and its shard map."""
     config = K3Config.from_file(path)
     shards = checkpoint_files(path)
     packed = any(n.endswith("weight_packed") for names in shards.values() for n in names)
@@ -118,23 +126,28 @@ def load_model(path: str | Path, *, dtype: torch.dtype | str = torch.bfloat16, d
         packed = _any_packed(path, shards)
     with torch.device("meta"):
         model = K3ForCausalLM(config, MXFP4Linear if packed else nn.Linear)
+    return model, shards
+
+
+def fill_from_checkpoint(model: K3ForCausalLM, path: Path, shards: dict[str, list[str]], dtype: torch.dtype, *,
+                         place: Callable[[str], str] | None = None, offload_index: dict | None = None,
+                         progress: Progress | None = None) -> None:
+    """Load every shard into `model`; raise CheckpointError naming what is still missing."""
     loaded: set[str] = set()
     total = len(shards)
     for i, shard in enumerate(sorted(shards)):
-        _load_shard(model, path / shard, dtype, loaded)
+        _load_shard(model, path / shard, dtype, loaded, place, offload_index)
         if progress:
             progress("loading weights", i + 1, total)
-    if config.tie_word_embeddings:
+    if model.config.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
-        loaded.add("lm_head.weight")
-    missing = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
+    skip = set(offload_index or {})
+    missing = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta and n not in skip]
     if missing:
         raise CheckpointError(
             f"{path}: checkpoint is missing {len(missing)} tensor(s): {', '.join(missing[:5])}",
             hint="the checkpoint is incomplete or was written for another config",
         )
-    model.eval().requires_grad_(False)
-    return model.to(device)
 
 
 def _any_packed(path: Path, shards: dict[str, list[str]]) -> bool:
@@ -150,7 +163,13 @@ def _any_packed(path: Path, shards: dict[str, list[str]]) -> bool:
     return False
 
 
-def _load_shard(model: nn.Module, file: Path, dtype: torch.dtype, loaded: set[str]) -> None:
+def _load_shard(model: nn.Module, file: Path, dtype: torch.dtype, loaded: set[str],
+                place: Callable[[str], str] | None = None, offload_index: dict | None = None) -> None:
+    """Fill the model's tensors from one shard.
+
+    `place(name)` gives each tensor's device; "disk" tensors stay on meta and are recorded in
+    `offload_index` as pointers into the original shard (Accelerate streams them from there).
+    """
     from safetensors import safe_open
 
     try:
@@ -165,6 +184,14 @@ def _load_shard(model: nn.Module, file: Path, dtype: torch.dtype, loaded: set[st
             want = _expected(model, name)
             if want is None:
                 raise CheckpointError(f"{file}: unexpected tensor {key!r}", hint="the checkpoint does not match config.json")
+            device = place(name) if place else "cpu"
+            if device == "disk" and offload_index is not None:
+                entry = {"safetensors_file": str(file), "weight_name": key}
+                if want.is_floating_point():
+                    entry["dtype"] = str(dtype).removeprefix("torch.")
+                offload_index[name] = entry
+                loaded.add(name)
+                continue
             try:
                 value = f.get_tensor(key)
             except Exception as e:  # noqa: BLE001
@@ -177,5 +204,5 @@ def _load_shard(model: nn.Module, file: Path, dtype: torch.dtype, loaded: set[st
             if value.is_floating_point():
                 keep = keep_high_precision(name) and value.dtype == torch.float32
                 value = value.to(torch.float32 if keep else dtype)
-            _set_tensor(model, name, value)
+            _set_tensor(model, name, value if device in ("cpu", "disk") else value.to(device))
             loaded.add(name)

@@ -22,14 +22,14 @@ def attn_res(prefix: torch.Tensor, blocks: list[torch.Tensor], w_norm: torch.Ten
 
 
 class AttnResSite(nn.Module):
-    """One blend site; parameters `<site>_res_norm.weight` [H] and `<site>_res_proj.weight` [1, H]."""
+    """One blend site. Checkpoint `<site>_res_norm.weight` [H] -> `norm_weight`,
+    `<site>_res_proj.weight` [1, H] -> `proj_weight` (direct parameters, so offload hooks see them)."""
 
     def __init__(self, hidden: int, eps: float) -> None:
         super().__init__()
-        self.norm = nn.Module()
-        self.norm.weight = nn.Parameter(torch.ones(hidden))
-        self.proj = nn.Linear(hidden, 1, bias=False)
+        self.norm_weight = nn.Parameter(torch.ones(hidden))
+        self.proj_weight = nn.Parameter(torch.zeros(1, hidden))
         self.eps = eps
 
     def forward(self, prefix: torch.Tensor, blocks: list[torch.Tensor]) -> torch.Tensor:
-        return attn_res(prefix, blocks, self.norm.weight, self.proj.weight, self.eps)
+        return attn_res(prefix, blocks, self.norm_weight, self.proj_weight, self.eps)

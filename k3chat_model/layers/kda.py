@@ -15,7 +15,7 @@ from torch import nn
 from ..cache import KDAState
 from ..config import K3Config
 from ..ops.delta_rule import chunk_kda, fused_recurrent_kda
-from .norm import gated_rms_norm
+from .norm import GatedRMSNorm
 
 RECURRENT_MAX_TOKENS = 8
 """Steps up to which the per-token recurrence beats the chunked path."""
@@ -52,7 +52,6 @@ class KimiDeltaAttention(nn.Module):
         self.H, self.D = config.kda_num_heads, config.kda_head_dim
         C = self.H * self.D
         self.lower_bound = config.kda_gate_lower_bound
-        self.eps = config.rms_norm_eps
         self.q_proj = nn.Linear(hidden, C, bias=False)
         self.k_proj = nn.Linear(hidden, C, bias=False)
         self.v_proj = nn.Linear(hidden, C, bias=False)
@@ -69,8 +68,7 @@ class KimiDeltaAttention(nn.Module):
         else:
             self.g_a_proj = nn.Linear(hidden, self.D, bias=False)
             self.g_b_proj = nn.Linear(self.D, C, bias=False)
-        self.o_norm = nn.Module()
-        self.o_norm.weight = nn.Parameter(torch.ones(self.D))
+        self.o_norm = GatedRMSNorm(self.D, config.rms_norm_eps)
         self.o_proj = nn.Linear(C, hidden, bias=False)
 
     def decay(self, g_raw: torch.Tensor) -> torch.Tensor:
@@ -99,5 +97,5 @@ class KimiDeltaAttention(nn.Module):
         if cache is not None:
             cache.conv, cache.recurrent = [tq, tk, tv], S
         gate = self.g_proj(x) if hasattr(self, "g_proj") else self.g_b_proj(self.g_a_proj(x))
-        o = gated_rms_norm(o, self.o_norm.weight, gate.view(B, T, self.H, self.D), self.eps)
+        o = self.o_norm(o, gate.view(B, T, self.H, self.D))
         return self.o_proj(o.to(x.dtype).reshape(B, T, -1))

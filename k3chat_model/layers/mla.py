@@ -62,7 +62,8 @@ class MLAttention(nn.Module):
             c = cache.bufs["latent"].append(c)
             k_pe = cache.bufs["k_pe"].append(k_pe)
         if absorb is None:
-            absorb = cache is not None and T <= ABSORB_MAX_TOKENS and c.shape[1] > T
+            # offloaded kv_b_proj weights only exist while the module runs: then expand instead
+            absorb = cache is not None and T <= ABSORB_MAX_TOKENS and c.shape[1] > T and not self.kv_b_proj.weight.is_meta
         o = self._absorbed(q_nope, q_pe, c, k_pe) if absorb else self._naive(q_nope, q_pe, c, k_pe)
         o = o.reshape(B, T, self.n_heads * self.v_dim)
         if self.g_proj is not None:
@@ -88,12 +89,13 @@ class MLAttention(nn.Module):
         Tk = c.shape[1]
         w = self.kv_b_proj.weight.view(h, self.nope + self.v_dim, self.rank)
         w_uk, w_uv = w[:, : self.nope], w[:, self.nope:]                      # [h, nope, R], [h, v, R]
-        q_lat = torch.einsum("bthn,hnr->bthr", q_nope.float(), w_uk.float())
-        score = torch.einsum("bthr,bsr->bhts", q_lat, c.float())
-        score = score + torch.einsum("bthp,bsp->bhts", q_pe.float(), k_pe.float())
+        f = torch.promote_types(q_nope.dtype, torch.float32)                  # at least fp32
+        q_lat = torch.einsum("bthn,hnr->bthr", q_nope.to(f), w_uk.to(f))
+        score = torch.einsum("bthr,bsr->bhts", q_lat, c.to(f))
+        score = score + torch.einsum("bthp,bsp->bhts", q_pe.to(f), k_pe.to(f))
         score = score * self.scale
         if T > 1:
             score = score.masked_fill(~causal_mask(T, Tk, c.device), float("-inf"))
         p = torch.softmax(score, dim=-1)
-        ctx = torch.einsum("bhts,bsr->bthr", p, c.float())
-        return torch.einsum("bthr,hvr->bthv", ctx, w_uv.float()).to(q_nope.dtype)
+        ctx = torch.einsum("bhts,bsr->bthr", p, c.to(f))
+        return torch.einsum("bthr,hvr->bthv", ctx, w_uv.to(f)).to(q_nope.dtype)

@@ -31,3 +31,15 @@ def gated_rms_norm(o: torch.Tensor, weight: torch.Tensor, gate: torch.Tensor, ep
     of = o.float()
     y = of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
     return (y * torch.sigmoid(gate.float())).to(o.dtype)
+
+
+class GatedRMSNorm(nn.Module):
+    """KDA's `o_norm`: one [D] weight shared by every head; see `gated_rms_norm`."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, o: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        return gated_rms_norm(o, self.weight, gate, self.eps)

