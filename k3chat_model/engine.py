@@ -35,6 +35,9 @@ from .events import (
 from .generation import sample_next
 
 PREFILL_CHUNK = 512
+SMALL_MODEL_BYTES = 2 << 30
+"""Below this, a decode step is a chain of tiny GEMVs: one thread beats two (OpenMP sync
+costs more than it saves, and collapses when another process holds a core; docs/benchmarks.md)."""
 STATE_FILE = "cache.safetensors"
 STATE_VERSION = "1"
 
@@ -85,6 +88,9 @@ class Engine:
         self.default_sampling = default_sampling or SamplingParams()
         self.supports_tools = bool(getattr(chat_format, "supports_tools", False))
         self.supports_thinking = bool(getattr(chat_format, "supports_thinking", False))
+        weights = sum(t.numel() * t.element_size() for t in model.parameters())
+        env = os.environ.get("K3CHAT_DECODE_THREADS")
+        self.decode_threads = int(env) if env else (1 if weights < SMALL_MODEL_BYTES else torch.get_num_threads())
         self.kv_ram_budget: int | None = None
         self.offload_dir: str | None = None
         self._lock = threading.Lock()
@@ -228,8 +234,20 @@ class Engine:
             return
         if any(isinstance(la, KDAState) for la in self.cache.layers):
             self._boundary = (self.cached_tokens, self.cache.recurrent_copy())
-        stops = set(self.chat_format.stop_token_ids()) | set(sp.stop_token_ids)
         parser = self.chat_format.new_parser(thinking=thinking)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(min(self.decode_threads, threads))
+        try:
+            produced, finish, saw_tool = yield from self._decode(logits, ids, sp, parser, cancel)
+        finally:
+            torch.set_num_threads(threads)
+        if finish == "stop" and saw_tool:
+            finish = "tool_calls"
+        yield self._stats(ids, prefilled, produced, t1 - t0, time.perf_counter() - t1, finish)
+
+    def _decode(self, logits, ids, sp: SamplingParams, parser, cancel):
+        """Sample until a stop token, the token limit or cancel; yields parsed events."""
+        stops = set(self.chat_format.stop_token_ids()) | set(sp.stop_token_ids)
         gen = torch.Generator().manual_seed(sp.seed) if sp.seed is not None else None
         recent = list(ids[-sp.repetition_window:]) if sp.repetition_window else []
         produced, finish, saw_tool = 0, "length", False
@@ -255,9 +273,7 @@ class Engine:
         for ev in parser.finish():
             saw_tool |= isinstance(ev, ToolCallParsed)
             yield ev
-        if finish == "stop" and saw_tool:
-            finish = "tool_calls"
-        yield self._stats(ids, prefilled, produced, t1 - t0, time.perf_counter() - t1, finish)
+        return produced, finish, saw_tool
 
     def _stats(self, ids, prefilled, produced, prefill_s, decode_s, finish) -> Stats:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

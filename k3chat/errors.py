@@ -1,0 +1,43 @@
+"""Typed application errors: each carries a one-line `msg` and an optional `hint`.
+
+Library code raises these; only `k3chat.cli` turns them into `k3chat: error: <msg>` and an
+exit code (UsageError → 2, everything else → 1).
+"""
+
+from __future__ import annotations
+
+
+class AppError(Exception):
+    """Base class for every error the application reports to a user."""
+
+    exit_code = 1
+
+    def __init__(self, msg: str, hint: str | None = None) -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.msg if not self.hint else f"{self.msg} ({self.hint})"
+
+
+class SessionNotFound(AppError):
+    """A session reference (id, id prefix or name) matches no session, or several."""
+
+
+class SessionCorrupt(AppError):
+    """A session directory cannot be read (meta.json unreadable, events.jsonl missing)."""
+
+
+class UsageError(AppError):
+    """The command line or the input is unusable as given (exit code 2)."""
+
+    exit_code = 2
+
+
+class InputError(AppError):
+    """Piped or attached input cannot be used (binary data, unreadable file)."""
+
+
+class ContextFull(AppError):
+    """A message cannot fit in the model's context even after compaction."""

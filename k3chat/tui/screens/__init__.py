@@ -1,0 +1,1 @@
+"""Screens; each loads the `.tcss` file next to it through `CSS_PATH`."""

@@ -1,0 +1,1 @@
+"""One widget per file; each keeps its intrinsic layout in `DEFAULT_CSS`."""
