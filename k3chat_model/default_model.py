@@ -29,11 +29,12 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from k3chat_model.errors import CheckpointError, DefaultModelError, TokenizerError
+
+if TYPE_CHECKING:
+    import torch
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``; stages: download, extract, verify, read, convert, write."""
@@ -358,6 +359,8 @@ def k3_smol_tensors(
 
     The returned dict is ordered layer by layer, so consecutive shards hold whole layers.
     """
+    import torch
+
     from k3chat_model.gguf import unpermute_rope_rows
 
     c = config["text_config"]

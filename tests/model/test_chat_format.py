@@ -5,9 +5,9 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import write_chatml_tokenizer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tokenizer_helpers import write_chatml_tokenizer
 
 from k3chat_model.chat_format import (
     ChatFormatError,

@@ -5,9 +5,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import write_chatml_tokenizer
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tokenizer_helpers import write_chatml_tokenizer
 
 from k3chat_model.errors import TokenizerError
 from k3chat_model.testing_tokenizer import write_test_tokenizer
