@@ -413,3 +413,15 @@ def test_engine_greedy_continuation_matches_teacher(
     teacher_next = forward(teacher, ids + got)[len(ids) - 1 : -1].argmax(-1).tolist()
     print(f"{prompt!r} -> {_tokenizer(built).decode(got)!r}")
     assert teacher_next == got
+
+
+def test_cli_one_shot_on_default_model_answers_paris(built: dict, tmp_path: Path) -> None:
+    env = {**os.environ, "K3CHAT_HOME": str(built["home"]), "K3CHAT_SESSIONS_DIR": str(tmp_path / "s")}
+    env.pop("K3CHAT_FAKE_ENGINE", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "k3chat", "-p", "What is the capital of France?", "--temperature", "0"],
+        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Paris" in proc.stdout
+    assert "loading" not in proc.stdout.lower()
