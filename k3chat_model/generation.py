@@ -25,14 +25,11 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, recent: torch.Tens
     if params.temperature <= 0:
         return int(logits.argmax())
     logits = logits / params.temperature
-    if params.top_k and params.top_k < logits.shape[-1]:
-        kth = torch.topk(logits, params.top_k).values[-1]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
+    # candidates sorted by logit: the top-k (cheap) or, without top-k, the whole vocabulary
+    k = params.top_k if params.top_k and params.top_k < logits.shape[-1] else logits.shape[-1]
+    values, order = torch.topk(logits, k)
+    probs = torch.softmax(values, dim=-1)
     if 0 < params.top_p < 1:
-        sorted_p, order = torch.sort(probs, descending=True)
-        cum = sorted_p.cumsum(-1)
-        drop = cum - sorted_p > params.top_p
-        sorted_p = sorted_p.masked_fill(drop, 0)
-        probs = torch.zeros_like(probs).scatter_(0, order, sorted_p)
-    return int(torch.multinomial(probs, 1, generator=generator))
+        drop = probs.cumsum(-1) - probs > params.top_p
+        probs = probs.masked_fill(drop, 0)
+    return int(order[torch.multinomial(probs, 1, generator=generator)])

@@ -14,9 +14,11 @@ from ..cache import GQACache
 from ..config import K3Config
 
 
-def rope_cos_sin(positions: torch.Tensor, dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_cos_sin(positions: torch.Tensor, dim: int, theta: float,
+                 inv: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """positions [T] -> cos, sin [T, dim] (fp32), HF rotate-half layout."""
-    inv = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32, device=positions.device) / dim))
+    if inv is None:
+        inv = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32, device=positions.device) / dim))
     ang = positions.float()[:, None] * inv[None, :]
     ang = torch.cat([ang, ang], dim=-1)
     return ang.cos(), ang.sin()
@@ -49,13 +51,18 @@ class GQAAttention(nn.Module):
         self.k_proj = nn.Linear(H, self.n_kv * self.head_dim, bias=False)
         self.v_proj = nn.Linear(H, self.n_kv * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, H, bias=False)
+        self._inv_freq: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor, cache: GQACache | None = None, start: int = 0) -> torch.Tensor:
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim)
         k = self.k_proj(x).view(B, T, self.n_kv, self.head_dim)
         v = self.v_proj(x).view(B, T, self.n_kv, self.head_dim)
-        cos, sin = rope_cos_sin(torch.arange(start, start + T, device=x.device), self.head_dim, self.theta)
+        if self._inv_freq is None or self._inv_freq.device != x.device:
+            self._inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32,
+                                                                device=x.device) / self.head_dim))
+        pos = torch.arange(start, start + T, device=x.device)
+        cos, sin = rope_cos_sin(pos, self.head_dim, self.theta, self._inv_freq)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is not None:
             k = cache.bufs["k"].append(k)

@@ -77,6 +77,11 @@ class SparseMoE(nn.Module):
 
     def _run_experts(self, z: torch.Tensor, idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """Σ_k w_k·expert_{e_k}(z), accumulated in fp32; only experts that got tokens run."""
+        if z.shape[0] == 1:  # decode: no sorting or scatter for one token
+            out = torch.zeros(1, z.shape[1], dtype=torch.float32, device=z.device)
+            for e, we in zip(idx[0].tolist(), w[0]):
+                out += self.experts[e](z).float() * we
+            return out
         out = torch.zeros(z.shape[0], z.shape[1], dtype=torch.float32, device=z.device)
         flat = idx.reshape(-1)
         order = torch.argsort(flat, stable=True)

@@ -1,0 +1,116 @@
+"""`k3chat model distill …`: run/resume a distillation, show its status, gate it, ship a delta.
+
+    distill run    RUN [--teacher DIR] [--data-dir DIR] [--layers N] [--keep 1,2] [--stage1-tokens N] …
+    distill status RUN
+    distill gate   RUN [--delta FILE]
+    distill ship   RUN [--dest DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from ..errors import K3Error
+
+DEFAULT_DEST = Path(__file__).resolve().parents[1] / "deltas"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="k3chat model distill", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="start or resume a run (resumes from its last checkpoint)")
+    r.add_argument("run_dir", type=Path)
+    r.add_argument("--teacher", help="k3-smol checkpoint dir (default: build/find k3-smol)")
+    r.add_argument("--data-dir", default="/tmp/k3distill-data",
+                   help="folder with the chitchat-dataset and chatterbot-corpus wheels")
+    r.add_argument("--layers", type=int, help="number of KDA layers in the hybrid")
+    r.add_argument("--keep", help="comma-separated 0-based layers that must be KDA (an earlier milestone)")
+    r.add_argument("--candidates", help="comma-separated 0-based candidate layers (default 3..29)")
+    for name in ("stage1-tokens", "stage1b-tokens", "stage2-tokens", "gen-prompts", "threads"):
+        r.add_argument(f"--{name}", type=int)
+    r.add_argument("--until", choices=["data", "stage1b"], help="stop after this phase")
+    s = sub.add_parser("status", help="phases done, tokens, last progress line")
+    s.add_argument("run_dir", type=Path)
+    g = sub.add_parser("gate", help="export the delta and run the quality gate on it")
+    g.add_argument("run_dir", type=Path)
+    g.add_argument("--fast", action="store_true", help="KL/top-1 only (skip generation checks)")
+    sh = sub.add_parser("ship", help="copy a gate-passing delta into the package (more KDA layers only)")
+    sh.add_argument("run_dir", type=Path)
+    sh.add_argument("--dest", type=Path, default=DEFAULT_DEST)
+    return p
+
+
+def _run(a: argparse.Namespace) -> int:
+    from .ckpt import StopFlag
+    from .pipeline import RunConfig, init_run, load_run, run_pipeline
+
+    if not (a.run_dir / "config.json").exists():
+        teacher = a.teacher
+        if teacher is None:
+            from ..default_model import ensure_default_model
+
+            teacher = str(ensure_default_model())
+        init_run(a.run_dir, RunConfig(teacher=str(teacher), data_dir=a.data_dir))
+    cfg, _ = load_run(a.run_dir)
+    over = {f.name: getattr(a, f.name) for f in fields(cfg) if getattr(a, f.name, None) is not None}
+    if a.layers is not None:
+        over["n_layers"] = a.layers
+    if a.keep:
+        over["keep_layers"] = [int(x) for x in a.keep.split(",")]
+    if a.candidates:
+        over["candidates"] = [int(x) for x in a.candidates.split(",")]
+    if over:  # budgets of unfinished phases may be changed on resume
+        from . import ckpt
+
+        raw = json.loads((a.run_dir / "config.json").read_text())
+        raw.update(over)
+        ckpt.write_json(a.run_dir / "config.json", raw)
+    st = run_pipeline(a.run_dir, StopFlag().install(), until=a.until)
+    print(json.dumps({"done": st["done"]}))
+    return 0
+
+
+def _status(a: argparse.Namespace) -> int:
+    from .pipeline import load_run
+
+    cfg, st = load_run(a.run_dir)
+    print(json.dumps({"done": st["done"], **{k: v for k, v in st.items() if k != "done"}}, indent=1))
+    log = a.run_dir / "train_log.jsonl"
+    if log.exists():
+        lines = log.read_text().splitlines()
+        if lines:
+            print("last:", lines[-1])
+    return 0
+
+
+def _gate(a: argparse.Namespace) -> int:
+    from .gate import gate_run
+
+    report = gate_run(a.run_dir, fast=a.fast)
+    print(json.dumps(report, indent=1))
+    return 0 if report["passed"] else 1
+
+
+def _ship(a: argparse.Namespace) -> int:
+    from .ship import ship
+
+    print(ship(a.run_dir, a.dest))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point for `k3chat model distill`; returns the exit code (errors as one line)."""
+    a = _parser().parse_args(argv)
+    try:
+        return {"run": _run, "status": _status, "gate": _gate, "ship": _ship}[a.cmd](a)
+    except K3Error as e:
+        print(f"k3chat: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""KL(teacher‖student) and top-1 agreement on held-out rows, and single-swap layer ranking."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from ..model import K3ForCausalLM
+
+
+def inference_copy(mod: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """A no-grad copy whose Linear weights are `dtype` (fp32 gate/conv/norm params stay fp32,
+    as the loader keeps them)."""
+    c = copy.deepcopy(mod).requires_grad_(False)
+    for m in c.modules():
+        if isinstance(m, nn.Linear):
+            m.weight.data = m.weight.data.to(dtype)
+    return c.eval()
+
+
+def kl_top1(t_logits: torch.Tensor, s_logits: torch.Tensor, mask: torch.Tensor) -> tuple[float, float, int]:
+    """Sum of per-token KL(t‖s), count of argmax agreements, and the number of positions in `mask`."""
+    m = mask.bool()
+    t = t_logits.float()[m].log_softmax(-1)
+    s = s_logits.float()[m].log_softmax(-1)
+    kl = (t.exp() * (t - s)).sum(-1)
+    agree = (t.argmax(-1) == s.argmax(-1)).sum()
+    return float(kl.sum()), float(agree), int(m.sum())
+
+
+@torch.no_grad()
+def compare(teacher: K3ForCausalLM, student: K3ForCausalLM, rows: torch.Tensor, mask: torch.Tensor,
+            batch: int = 2, teacher_logits: list[torch.Tensor] | None = None) -> dict[str, float]:
+    """Mean KL per token and top-1 agreement over positions predicting masked tokens.
+
+    `teacher_logits` (one entry per batch) skips the teacher forward when already known.
+    """
+    kl = agree = n = 0.0
+    for j, i in enumerate(range(0, len(rows), batch)):
+        ids = rows[i : i + batch].long()
+        pm = mask[i : i + batch, 1:]  # logits at t predict token t+1
+        t = teacher_logits[j] if teacher_logits is not None else teacher(ids).logits
+        s = student(ids).logits
+        a, b, c = kl_top1(t[:, :-1], s[:, :-1], pm)
+        kl, agree, n = kl + a, agree + b, n + c
+    return {"kl": kl / max(n, 1), "top1": agree / max(n, 1), "tokens": int(n)}
+
+
+@torch.no_grad()
+def teacher_logits(teacher: K3ForCausalLM, rows: torch.Tensor, batch: int = 2) -> list[torch.Tensor]:
+    return [teacher(rows[i : i + batch].long()).logits.to(torch.bfloat16) for i in range(0, len(rows), batch)]
+
+
+@torch.no_grad()
+def single_swap_kl(teacher: K3ForCausalLM, layers: dict[int, nn.Module], rows: torch.Tensor,
+                   mask: torch.Tensor) -> dict[int, float]:
+    """KL of the teacher with exactly one layer swapped for its KDA student, per layer."""
+    ref = teacher_logits(teacher, rows)
+    dtype = teacher.model.embed_tokens.weight.dtype
+    out = {}
+    for i, mod in sorted(layers.items()):
+        keep = teacher.model.layers[i].self_attn
+        teacher.model.layers[i].self_attn = inference_copy(mod, dtype)
+        try:
+            out[i] = compare(teacher, teacher, rows, mask, teacher_logits=ref)["kl"]
+        finally:
+            teacher.model.layers[i].self_attn = keep
+    return out

@@ -1,0 +1,209 @@
+"""The resumable distillation run: data → stage 1 (all candidates) → rank → stage 1 (chosen) →
+stage 2 → gate → delta. Each phase records completion in `RUN/state.json`; a killed run
+restarts at the first unfinished phase and that phase resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..errors import ConfigError
+from ..events import SamplingParams
+from ..loading import load_model
+from . import ckpt
+from .data import ChatTokenizer, chatterbot_questions, chitchat_conversations, instruction_prompts, interleave, pack
+from .generate import generate
+from .hybrid import attention_output_rms, init_kda_from_gqa, kda_config, swap_in
+from .metrics import single_swap_kl
+from .stage1 import Stage1Config, train_stage1
+from .stage2 import Stage2Config, train_stage2
+
+SEQ = 512
+
+
+@dataclass
+class RunConfig:
+    teacher: str
+    data_dir: str
+    candidates: list[int] = field(default_factory=lambda: list(range(3, 30)))
+    n_layers: int = 8
+    keep_layers: list[int] = field(default_factory=list)
+    """KDA layers of an earlier milestone that must stay KDA (grown, not re-chosen)."""
+    gen_prompts: int = 192
+    gen_max_new: int = 160
+    stage1_tokens: int = 150_000
+    stage1b_tokens: int = 100_000
+    stage2_tokens: int = 100_000
+    stage1_lr: float = 1e-3
+    stage2_lr: float = 3e-4
+    threads: int = 1
+    ckpt_seconds: float = 240.0
+
+
+def _log(run: Path, msg: str) -> None:
+    line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+    print(line, flush=True)
+    with open(run / "events.log", "a") as f:
+        f.write(line + "\n")
+
+
+def load_run(run: Path) -> tuple[RunConfig, dict]:
+    try:
+        cfg = RunConfig(**json.loads((run / "config.json").read_text()))
+    except FileNotFoundError as e:
+        raise ConfigError(f"{run}: not a distillation run (no config.json)", hint="start one with `distill run`") from e
+    st = json.loads((run / "state.json").read_text()) if (run / "state.json").exists() else {"done": []}
+    return cfg, st
+
+
+def init_run(run: Path, cfg: RunConfig) -> None:
+    run.mkdir(parents=True, exist_ok=True)
+    if not (run / "config.json").exists():
+        ckpt.write_json(run / "config.json", asdict(cfg))
+
+
+def equal_length_prompts(prompts: list[str], tok: ChatTokenizer, n: int, batch: int) -> list[str]:
+    """Up to `n` prompts drawn from the most common token lengths, so batches are full
+    (generation batches only prompts of one length: no padding, no attention mask)."""
+    import random
+
+    by_len: dict[int, list[str]] = {}
+    for p in prompts:
+        by_len.setdefault(len(tok.prompt(p)), []).append(p)
+    out: list[str] = []
+    for _, group in sorted(by_len.items(), key=lambda kv: -len(kv[1])):
+        random.Random(1).shuffle(group)
+        out += group[: max(batch, (len(group) // batch) * batch)][: n - len(out)]
+        if len(out) >= n:
+            break
+    return out
+
+
+def build_data(run: Path, cfg: RunConfig, teacher, tok: ChatTokenizer) -> None:  # noqa: ANN001
+    """Training rows: chitchat (minus held-out) interleaved with teacher replies to prompts."""
+    data = run / "data"
+    data.mkdir(exist_ok=True)
+    convs = chitchat_conversations(Path(cfg.data_dir))
+    train = [tok.conversation(c) for c in convs[:-300]]
+    rank = [tok.conversation(c) for c in convs[-150:]]
+    rows, mask = pack(train, SEQ)
+    rrows, rmask = pack(rank, SEQ)
+    gen_file = data / "teacher_replies.json"
+    if gen_file.exists():
+        replies = json.loads(gen_file.read_text())
+    else:
+        prompts = chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts()
+        prompts = equal_length_prompts(prompts, tok, cfg.gen_prompts, batch=16)
+        t0 = time.time()
+        outs = generate(teacher, [tok.prompt(p) for p in prompts], cfg.gen_max_new, SamplingParams(), tok.eos,
+                        seed=7, batch=16, on_batch=lambda n, g: _log(run, f"teacher replies: {n} tokens, "
+                                                                          f"{n / (time.time() - t0):.0f} tok/s"))
+        replies = [[p, tok.decode(o)] for p, o in zip(prompts, outs, strict=True)]
+        ckpt.write_json(gen_file, replies)
+    assist = [tok.conversation([("user", p), ("assistant", r)]) for p, r in replies]
+    arows, amask = pack(assist, SEQ)
+    torch.save({"chat": (rows, mask), "assist": (arows, amask), "rank": (rrows[:2], rmask[:2])}, data / "rows.pt")
+    _log(run, f"data: {rows.numel()} chat tokens, {arows.numel()} teacher-reply tokens")
+
+
+def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None = None) -> dict:
+    """Run (or resume) every unfinished phase; returns the run state."""
+    cfg, st = load_run(run)
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(0)
+
+    def finish(phase: str, **extra: object) -> None:
+        st["done"].append(phase)
+        st.update(extra)
+        ckpt.write_json(run / "state.json", st)
+        _log(run, f"phase {phase} done")
+
+    teacher_dir = Path(cfg.teacher)
+    teacher = load_model(teacher_dir, dtype=torch.bfloat16)
+    tok = ChatTokenizer(teacher_dir)
+    if "data" not in st["done"]:
+        build_data(run, cfg, teacher, tok)
+        finish("data")
+    d = torch.load(run / "data" / "rows.pt")
+    (crow, cmask), (arow, amask), (rrow, rmask) = d["chat"], d["assist"], d["rank"]
+    mixed = interleave(crow, arow, every=2)
+    kcfg = kda_config(teacher.config, list(range(teacher.config.num_hidden_layers)))
+
+    def fresh(layers: list[int]) -> dict:
+        rms = attention_output_rms(teacher, layers, crow[:2].long())
+        return {i: init_kda_from_gqa(teacher.model.layers[i].self_attn, kcfg, i, rms[i]) for i in layers}
+
+    if until == "data":
+        return st
+    if "stage1" not in st["done"]:
+        students = fresh(cfg.candidates)
+        s = train_stage1(teacher, students, mixed, Stage1Config(cfg.stage1_tokens, lr=cfg.stage1_lr,
+                         ckpt_seconds=cfg.ckpt_seconds), run / "stage1.pt", run / "train_log.jsonl", stop)
+        if not s["done"]:
+            return st
+        finish("stage1", stage1_tokens=s["tokens"])
+    if "rank" not in st["done"]:
+        students = fresh(cfg.candidates)
+        saved = ckpt.load(run / "stage1.pt")
+        for i in students:
+            students[i].load_state_dict(saved["layers"][i])
+        kl = single_swap_kl(teacher, students, rrow, rmask)
+        order = sorted(kl, key=kl.get)
+        chosen = list(cfg.keep_layers) + [i for i in order if i not in cfg.keep_layers]
+        chosen = sorted(chosen[: cfg.n_layers])
+        ckpt.write_json(run / "ranking.json", {"single_swap_kl": {str(i): kl[i] for i in order}, "chosen": chosen})
+        _log(run, "ranking: " + ", ".join(f"{i}:{kl[i]:.4f}" for i in order))
+        finish("rank", chosen=chosen)
+    chosen = st["chosen"]
+    if "stage1b" not in st["done"]:
+        students = fresh(chosen)
+        saved = ckpt.load(run / "stage1.pt")
+        for i in chosen:
+            students[i].load_state_dict(saved["layers"][i])
+        if cfg.stage1b_tokens > 0:
+            s = train_stage1(teacher, students, mixed, Stage1Config(cfg.stage1b_tokens, lr=cfg.stage1_lr / 2,
+                             warmup_steps=5, ckpt_seconds=cfg.ckpt_seconds), run / "stage1b.pt",
+                             run / "train_log.jsonl", stop, name="stage1b")
+            if not s["done"]:
+                return st
+            finish("stage1b", stage1b_tokens=s["tokens"])
+        else:
+            ckpt.save_atomic({"layers": {i: students[i].state_dict() for i in chosen}, "opt": None,
+                              "state": {"done": True}}, run / "stage1b.pt")
+            finish("stage1b", stage1b_tokens=0)
+    if until == "stage1b":
+        return st
+    if "stage2" not in st["done"]:
+        students, student = load_hybrid(run, teacher_dir, chosen, "stage1b.pt")
+        a_first = interleave(arow, crow, every=1)
+        amask_full = interleave(amask, cmask, every=1)
+        s = train_stage2(teacher, student, students, a_first, amask_full,
+                         Stage2Config(cfg.stage2_tokens, lr=cfg.stage2_lr, ckpt_seconds=cfg.ckpt_seconds),
+                         run / "stage2.pt", run / "train_log.jsonl", stop)
+        if not s["done"]:
+            return st
+        finish("stage2", stage2_tokens=s["tokens"])
+    return st
+
+
+def load_hybrid(run: Path, teacher_dir: Path, chosen: list[int], ckpt_name: str,
+                dtype: torch.dtype = torch.bfloat16) -> tuple[dict, torch.nn.Module]:
+    """A teacher copy with `chosen` layers replaced by the KDA layers stored in `ckpt_name`
+    (stage2.pt falls back to stage1b.pt when stage 2 has not checkpointed yet)."""
+    student = load_model(teacher_dir, dtype=dtype)
+    kcfg = kda_config(student.config, list(range(student.config.num_hidden_layers)))
+    saved = ckpt.load(run / ckpt_name)
+    if saved is None and ckpt_name == "stage2.pt":
+        saved = ckpt.load(run / "stage1b.pt")
+    students = {}
+    for i in chosen:
+        mod = init_kda_from_gqa(student.model.layers[i].self_attn, kcfg, i)
+        mod.load_state_dict(saved["layers"][i])
+        students[i] = mod
+    swap_in(student, students)
+    return students, student

@@ -1,0 +1,100 @@
+"""Stage 2: logit distillation of the chosen hybrid (KL(teacher‖student) over the full vocab).
+
+The student is a copy of the teacher with the chosen layers replaced by their stage-1 KDA
+layers. Only the KDA parameters train (so the shipped delta is just those layers); everything
+else stays frozen in the teacher's dtype and the forward runs under bf16 autocast, with the
+delta-rule core itself in fp32.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..model import K3ForCausalLM
+from . import ckpt
+from .kda_train import TrainableKDA
+from .stage1 import lr_at
+
+
+@dataclass
+class Stage2Config:
+    tokens: int
+    batch: int = 2
+    lr: float = 3e-4
+    warmup_steps: int = 10
+    min_lr_frac: float = 0.1
+    clip: float = 1.0
+    ckpt_seconds: float = 240.0
+
+
+def kd_loss(t_logits: torch.Tensor, s_logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean KL(teacher‖student) over positions whose next token is in `mask`."""
+    m = mask[:, 1:].bool()
+    t = t_logits[:, :-1][m].float().log_softmax(-1)
+    s = s_logits[:, :-1][m].float().log_softmax(-1)
+    return (t.exp() * (t - s)).sum(-1).mean()
+
+
+def train_stage2(teacher: K3ForCausalLM, student: K3ForCausalLM, students: dict[int, TrainableKDA],
+                 rows: torch.Tensor, mask: torch.Tensor, cfg: Stage2Config, ckpt_path: Path,
+                 log_path: Path | None = None, stop: ckpt.StopFlag | None = None) -> dict:
+    """Train the KDA layers of `student` (which holds `students`) until `cfg.tokens`; resumable."""
+    layers = sorted(students)
+    student.requires_grad_(False)
+    params = []
+    for i in layers:
+        students[i].requires_grad_(True).train()
+        params += list(students[i].parameters())
+    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    state = {"step": 0, "tokens": 0, "cursor": 0, "done": False, "loss": None}
+    saved = ckpt.load(ckpt_path)
+    if saved is not None:
+        for i in layers:
+            students[i].load_state_dict(saved["layers"][i])
+        opt.load_state_dict(saved["opt"])
+        state = saved["state"]
+    step_tokens = cfg.batch * rows.shape[1]
+    total_steps = max(1, math.ceil(cfg.tokens / step_tokens))
+    prog = ckpt.Progress("stage2", total_steps * step_tokens, state["tokens"], log_path)
+
+    def save() -> None:
+        ckpt.save_atomic({"layers": {i: students[i].state_dict() for i in layers},
+                          "opt": opt.state_dict(), "state": state}, ckpt_path)
+
+    last_save = time.time()
+    ema = None
+    while state["step"] < total_steps and not (stop and stop.stop):
+        idx = [(state["cursor"] + j) % len(rows) for j in range(cfg.batch)]
+        ids, m = rows[idx].long(), mask[idx]
+        with torch.no_grad():
+            t_logits = teacher(ids).logits
+        lr = lr_at(state["step"], total_steps, cfg.lr, cfg.warmup_steps, cfg.min_lr_frac)
+        for gr in opt.param_groups:
+            gr["lr"] = lr
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            s_logits = student(ids).logits
+        loss = kd_loss(t_logits, s_logits, m)
+        del s_logits
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip)
+        if torch.isfinite(norm):
+            opt.step()
+        state["step"] += 1
+        state["tokens"] += step_tokens
+        state["cursor"] = (state["cursor"] + cfg.batch) % len(rows)
+        ema = float(loss) if ema is None else 0.9 * ema + 0.1 * float(loss)
+        state["loss"] = ema
+        prog.step(state["tokens"], step=state["step"], lr=lr, kl=float(loss), kl_ema=ema,
+                  skipped=int(not torch.isfinite(norm)))
+        if time.time() - last_save > cfg.ckpt_seconds:
+            save()
+            last_save = time.time()
+    state["done"] = state["step"] >= total_steps
+    save()
+    return state
