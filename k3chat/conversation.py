@@ -248,16 +248,21 @@ class Conversation:
         )
 
     def _add_tool_result(self, call: ToolCall, content: str, *, ok: bool, denied: bool) -> None:
-        ev = {
-            "name": call.name,
-            "tool_index": call.index,
-            "call_id": call.id,
-            "content": content,
-            "ok": ok,
-            "denied": denied,
-        }
-        self._log("tool_result", **ev)
-        self.transcript.apply({"type": "tool_result", **ev})
+        self._record_tool_result(
+            {
+                "name": call.name,
+                "tool_index": call.index,
+                "call_id": call.id,
+                "content": content,
+                "ok": ok,
+                "denied": denied,
+            }
+        )
+
+    def _record_tool_result(self, fields: dict[str, Any]) -> None:
+        """Log a `tool_result` event (with any audit fields) and show it to the model."""
+        self._log("tool_result", **fields)
+        self.transcript.apply({"type": "tool_result", **fields})
 
     # -- turns -----------------------------------------------------------------------------
     def send(self, text: str, *, cancel: threading.Event | None = None) -> Iterator[ConvEvent]:
@@ -341,13 +346,12 @@ class Conversation:
                 continue
             self._log("tool_call", call=_call_to_json(c))
             yield ToolStarted(c)
-            if c.error:
-                content, ok, denied = f"error: {c.error}", False, False
-            else:
-                outcome = self.agent.executor.run(c)
-                content, ok, denied = outcome.content, outcome.ok, outcome.denied
-            self._add_tool_result(c, content, ok=ok, denied=denied)
-            yield ToolFinished(c, content, ok, denied)
+            # the executor answers malformed calls too, with a hint the model can act on;
+            # `cancel` lets Ctrl-C kill a running shell command (its whole process group)
+            outcome = self.agent.executor.run(c, cancel=cancel)
+            # event_fields adds `approval` and `saved_path`: the audit trail of the call
+            self._record_tool_result(outcome.event_fields())
+            yield ToolFinished(c, outcome.content, outcome.ok, outcome.denied)
         return not (cancel is not None and cancel.is_set())
 
     def _end_turn(self, *, snapshot: bool = True) -> None:

@@ -21,7 +21,12 @@ from k3chat_model.events import (
 
 @dataclass
 class ToolStarted:
-    """The agent is about to run `call` (after approval, if any, was asked)."""
+    """The agent has taken `call`: yielded BEFORE approval is asked and before it runs.
+
+    A view shows the call as pending here; if the mode needs approval, the approver is asked
+    right after the consumer resumes the stream, and `ToolFinished` says how it ended
+    (`denied` when refused).
+    """
 
     call: ToolCall
 

@@ -94,6 +94,37 @@ class Renderer:
             self.write(self.style.warn("[interrupted]") + "\n")
 
 
+REPLAY_MESSAGES = 10
+"""How many of a resumed session's last messages line mode prints again."""
+
+
+def replay(transcript: Any, r: Renderer, last: int = REPLAY_MESSAGES) -> None:
+    """Print the end of a resumed conversation, so the user sees where it stopped.
+
+    The same text the model sees, with cut-off replies marked `[interrupted]` as they were live.
+    """
+    history = transcript.history
+    start = max(0, len(history) - last)
+    if start:
+        r.write(r.style.dim(f"… {start} earlier messages (/export shows all)") + "\n")
+    interrupted = set(transcript.interrupted_at)
+    for i in range(start, len(history)):
+        m = history[i]
+        if m.role == "user":
+            r.write(f"> {m.content}\n")
+        elif m.role == "assistant":
+            if m.content:
+                r.write(m.content.rstrip("\n") + "\n")
+            for c in m.tool_calls:
+                r.write(r.style.dim(f"[tool] {c.name} {c.arguments}") + "\n")
+            if i in interrupted:
+                r.write(r.style.warn("[interrupted]") + "\n")
+        elif m.role == "tool":
+            first = m.content.splitlines()[0][:100] if m.content else ""
+            r.write(r.style.dim(f"[tool] {m.name}: {first}") + "\n")
+    r.write(r.style.dim("— end of history —") + "\n")
+
+
 def stream(events: Any, renderer: Renderer, cancel: threading.Event) -> None:
     """Render a stream; first SIGINT sets `cancel`, a second raises KeyboardInterrupt."""
 
@@ -120,6 +151,7 @@ def run_line(app: Any) -> int:
     r = Renderer()
     prompt = PromptSession(history=InMemoryHistory())
     approver = LineApprover(lambda q: prompt.prompt(q))
+    attachment = app.read_attachments()  # before the model loads: a bad path fails fast
     progress = Progress()
     conv = app.make_conversation(app.open_session(), approver=approver, progress=progress)
     progress.close()
@@ -134,7 +166,7 @@ def run_line(app: Any) -> int:
     if conv.transcript.history:
         n = len([m for m in conv.transcript.history if m.role in ("user", "assistant")])
         r.write(r.style.dim(f"resumed: {n} messages") + "\n")
-    attachment = app.read_attachments()
+        replay(conv.transcript, r)
     if attachment:
         files = ", ".join(app.opts["file"])
         r.write(r.style.dim(f"attached: {files} (sent with your first message)") + "\n")

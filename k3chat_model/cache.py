@@ -75,6 +75,14 @@ class GrowBuffer:
     def view(self) -> torch.Tensor | None:
         return None if self.data is None else self.data[:, : self.length]
 
+    def spill(self, spill_dir: str) -> None:
+        """Move current and future storage to a file in `spill_dir`."""
+        self.spill_dir = spill_dir
+        if self.data is not None and not self.on_disk:
+            new = self._alloc(self.data, self.data.shape[1])
+            new[:, : self.length] = self.data[:, : self.length]
+            self.data = new
+
     def trim(self, n: int) -> None:
         self.length = min(self.length, n)
 
@@ -146,9 +154,9 @@ class _AttnCache:
         for b in self.bufs.values():
             b.trim(n)
 
-    def set_spill(self, spill_dir: str | None) -> None:
+    def spill(self, spill_dir: str) -> None:
         for b in self.bufs.values():
-            b.spill_dir = spill_dir
+            b.spill(spill_dir)
 
     @property
     def nbytes(self) -> int:
@@ -195,7 +203,7 @@ class Cache:
         os.makedirs(self.offload_dir, exist_ok=True)
         for layer in self.layers:
             if isinstance(layer, _AttnCache):
-                layer.set_spill(self.offload_dir)
+                layer.spill(self.offload_dir)
 
     @property
     def attention_bytes(self) -> int:

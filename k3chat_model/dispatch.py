@@ -80,7 +80,7 @@ def load_dispatched(path: Path, *, dtype: torch.dtype, device_map=None, max_memo
     kept = {n: t for n, t in [*model.named_parameters(), *model.named_buffers()]
             if not t.is_meta and _device_for(n, dmap) == "disk"}
     model = dispatch_model(model, dmap, main_device=main, state_dict=kept, offload_dir=offload_folder,
-                           offload_index=index or None, force_hooks=True)
+                           offload_index=index or None, offload_buffers=True, force_hooks=True)
     model.offload_map = dmap
     model.offload_index = index
     return model

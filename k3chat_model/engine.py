@@ -128,6 +128,7 @@ class Engine:
                      default_sampling=_generation_defaults(path))
         engine.kv_ram_budget = kv_ram_budget
         engine.offload_dir = offload_folder
+        engine.reset()
         return engine
 
     # ---- cache bookkeeping -----------------------------------------------------------------

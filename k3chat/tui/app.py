@@ -35,6 +35,26 @@ QUIT_WINDOW_S = 2.0
 THEMES = {"dark": "textual-dark", "light": "textual-light"}
 
 
+def resolve_theme(name: str | None) -> str:
+    """`dark`/`light` or any built-in Textual theme name -> the Textual theme to use.
+
+    Raises:
+        UsageError: an unknown name (it comes from a flag, `K3CHAT_THEME` or config.toml, so
+            it is the user's to fix; Textual would raise deep inside the app instead).
+    """
+    from textual.theme import BUILTIN_THEMES
+
+    from k3chat.errors import UsageError
+
+    theme = THEMES.get(name or "dark", name or "dark")
+    if theme not in BUILTIN_THEMES:
+        raise UsageError(
+            f"unknown theme {name!r}",
+            hint="use dark, light or a Textual theme: " + ", ".join(sorted(BUILTIN_THEMES)),
+        )
+    return theme
+
+
 class K3ChatApp(App[None]):
     """k3chat's TUI; exits with an exit code, and `error` set when it could not start."""
 
@@ -53,6 +73,8 @@ class K3ChatApp(App[None]):
         resume: str | None = None,
         pick_session: bool = False,
         theme: str = "dark",
+        attachment: str | None = None,
+        attachment_names: list[str] | None = None,
     ) -> None:
         super().__init__()
         self.make_conversation = make_conversation
@@ -60,7 +82,10 @@ class K3ChatApp(App[None]):
         """The `k3chat.session.SessionStore` for /sessions, /resume and /rename (None: --no-save)."""
         self.resume = resume
         self.pick_session = pick_session
-        self.theme = THEMES.get(theme, theme)
+        self.theme = resolve_theme(theme)
+        self.attachment = attachment
+        """`-f FILE` text, put before the first message sent (then cleared)."""
+        self.attachment_names = attachment_names or []
         self.approver = TuiApprover(self)
         self.chat = ChatScreen()
         self.error: BaseException | None = None
@@ -144,13 +169,16 @@ class K3ChatApp(App[None]):
 
 
 def make_app(*, make_conversation: MakeConversation, store: Any, options: Any = None) -> K3ChatApp:
-    """Build the app from cli options (`resume`, `pick_session`, `theme`; all optional)."""
+    """Build the app from cli options (`resume`, `pick_session`, `theme`, `attachment`,
+    `attachment_names`; all optional)."""
     return K3ChatApp(
         make_conversation=make_conversation,
         store=store,
         resume=getattr(options, "resume", None) or None,
         pick_session=bool(getattr(options, "pick_session", False)),
         theme=getattr(options, "theme", None) or "dark",
+        attachment=getattr(options, "attachment", None),
+        attachment_names=list(getattr(options, "attachment_names", None) or []),
     )
 
 

@@ -149,3 +149,18 @@ def interleave(a: torch.Tensor, b: torch.Tensor, every: int) -> torch.Tensor:
             rows.append(b[j % len(b)])
             j += 1
     return torch.stack(rows)
+
+
+def equal_length_prompts(prompts: list[str], tok: ChatTokenizer, n: int, batch: int) -> list[str]:
+    """Up to `n` prompts drawn from the most common token lengths, so batches are full
+    (generation batches only prompts of one length: no padding, no attention mask)."""
+    by_len: dict[int, list[str]] = {}
+    for p in prompts:
+        by_len.setdefault(len(tok.prompt(p)), []).append(p)
+    out: list[str] = []
+    for _, group in sorted(by_len.items(), key=lambda kv: -len(kv[1])):
+        random.Random(1).shuffle(group)
+        out += group[: max(batch, (len(group) // batch) * batch)][: n - len(out)]
+        if len(out) >= n:
+            break
+    return out

@@ -1,58 +1,44 @@
 """Fixed inputs of the quality gate: factual prompts, held-out assistant prompts, loop prompts.
 
-FACTUAL were kept from a longer list only where the teacher (k3-smol at step 0, greedy)
-answers correctly, so the gate measures what distillation loses, not what SmolLM2 never knew.
-An answer is correct if its lower-cased text contains any accepted string.
+FACTUAL were kept from a list of 45 only where the teacher (k3-smol at step 0, greedy, bf16)
+answers correctly and unambiguously, so the gate measures what distillation loses, not what
+SmolLM2 never knew (it names Neptune the largest planet and Kennedy the first US president).
+An answer is correct if its lower-cased text contains an accepted answer as a whole word.
 """
 
 from __future__ import annotations
 
-FACTUAL_CANDIDATES: list[tuple[str, tuple[str, ...]]] = [
-    ("What is the capital of France?", ("paris",)),
-    ("What is the capital of Italy?", ("rome",)),
-    ("What is the capital of Japan?", ("tokyo",)),
-    ("What is the capital of Germany?", ("berlin",)),
-    ("What is the capital of England?", ("london",)),
-    ("What is the capital of Russia?", ("moscow",)),
-    ("What is the capital of China?", ("beijing",)),
-    ("What is the capital of Egypt?", ("cairo",)),
-    ("What is the capital of Canada?", ("ottawa",)),
-    ("What is the capital of Greece?", ("athens",)),
-    ("Who wrote Romeo and Juliet?", ("shakespeare",)),
-    ("Who painted the Mona Lisa?", ("leonardo", "da vinci")),
-    ("Who developed the theory of relativity?", ("einstein",)),
-    ("Who was the first president of the United States?", ("washington",)),
-    ("What is the largest planet in our solar system?", ("jupiter",)),
-    ("Which planet is known as the Red Planet?", ("mars",)),
-    ("What is the chemical symbol for water?", ("h2o", "h₂o")),
-    ("What gas do plants absorb from the air for photosynthesis?", ("carbon dioxide", "co2")),
-    ("What is the freezing point of water in degrees Celsius?", ("0", "zero")),
-    ("What is the boiling point of water in degrees Celsius?", ("100",)),
-    ("How many days are there in a week?", ("seven", "7")),
-    ("How many legs does a spider have?", ("eight", "8")),
-    ("How many continents are there on Earth?", ("seven", "7")),
-    ("What is the largest ocean on Earth?", ("pacific",)),
-    ("What is the tallest mountain in the world?", ("everest",)),
-    ("What is the longest river in Africa?", ("nile",)),
-    ("What star is at the center of our solar system?", ("sun",)),
-    ("What do bees make?", ("honey",)),
-    ("What is the largest mammal in the world?", ("blue whale", "whale")),
-    ("What language is spoken in Brazil?", ("portuguese",)),
-    ("What is the main language spoken in Mexico?", ("spanish",)),
-    ("What is the square root of 81?", ("9", "nine")),
-    ("What is 7 times 8?", ("56",)),
-    ("What is the opposite of hot?", ("cold",)),
-    ("What color is the sky on a clear day?", ("blue",)),
-    ("What is the hardest natural substance?", ("diamond",)),
-    ("Which organ pumps blood through the human body?", ("heart",)),
-    ("What is the closest planet to the Sun?", ("mercury",)),
-    ("In which country are the pyramids of Giza?", ("egypt",)),
-    ("What is the currency of Japan?", ("yen",)),
-    ("Who discovered penicillin?", ("fleming",)),
-    ("What is the smallest prime number?", ("2", "two")),
-    ("What is the capital of Australia?", ("canberra",)),
-    ("Which animal is known as the king of the jungle?", ("lion",)),
-    ("What is the primary ingredient in guacamole?", ("avocado",)),
+FACTUAL: list[tuple[str, tuple[str, ...]]] = [
+    ('What is the capital of France?', ('paris',)),
+    ('What is the capital of Italy?', ('rome',)),
+    ('What is the capital of Japan?', ('tokyo',)),
+    ('What is the capital of Germany?', ('berlin',)),
+    ('What is the capital of England?', ('london',)),
+    ('What is the capital of Russia?', ('moscow',)),
+    ('What is the capital of China?', ('beijing',)),
+    ('What is the capital of Egypt?', ('cairo',)),
+    ('What is the capital of Canada?', ('ottawa',)),
+    ('What is the capital of Greece?', ('athens',)),
+    ('Who wrote Romeo and Juliet?', ('shakespeare',)),
+    ('Who developed the theory of relativity?', ('einstein',)),
+    ('Which planet is known as the Red Planet?', ('mars',)),
+    ('What is the chemical symbol for water?', ('h2o', 'h₂o')),
+    ('What gas do plants absorb from the air for photosynthesis?', ('carbon dioxide', 'co2')),
+    ('What is the boiling point of water in degrees Celsius?', ('100',)),
+    ('How many days are there in a week?', ('seven', '7')),
+    ('How many legs does a spider have?', ('eight', '8')),
+    ('What is the largest ocean on Earth?', ('pacific',)),
+    ('What is the tallest mountain in the world?', ('everest',)),
+    ('What is the longest river in Africa?', ('nile',)),
+    ('What star is at the center of our solar system?', ('sun',)),
+    ('What is the largest mammal in the world?', ('blue whale', 'whale')),
+    ('What language is spoken in Brazil?', ('portuguese',)),
+    ('What is the main language spoken in Mexico?', ('spanish',)),
+    ('What is the opposite of hot?', ('cold',)),
+    ('In which country are the pyramids of Giza?', ('egypt',)),
+    ('What is the currency of Japan?', ('yen',)),
+    ('Who discovered penicillin?', ('fleming',)),
+    ('What is the capital of Australia?', ('canberra',)),
 ]
 
 HELDOUT_TOPICS = [

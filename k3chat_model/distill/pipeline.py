@@ -16,7 +16,15 @@ from ..errors import ConfigError
 from ..events import SamplingParams
 from ..loading import load_model
 from . import ckpt
-from .data import ChatTokenizer, chatterbot_questions, chitchat_conversations, instruction_prompts, interleave, pack
+from .data import (
+    ChatTokenizer,
+    chatterbot_questions,
+    chitchat_conversations,
+    equal_length_prompts,
+    instruction_prompts,
+    interleave,
+    pack,
+)
 from .generate import generate
 from .hybrid import attention_output_rms, init_kda_from_gqa, kda_config, swap_in
 from .metrics import single_swap_kl
@@ -65,23 +73,6 @@ def init_run(run: Path, cfg: RunConfig) -> None:
     run.mkdir(parents=True, exist_ok=True)
     if not (run / "config.json").exists():
         ckpt.write_json(run / "config.json", asdict(cfg))
-
-
-def equal_length_prompts(prompts: list[str], tok: ChatTokenizer, n: int, batch: int) -> list[str]:
-    """Up to `n` prompts drawn from the most common token lengths, so batches are full
-    (generation batches only prompts of one length: no padding, no attention mask)."""
-    import random
-
-    by_len: dict[int, list[str]] = {}
-    for p in prompts:
-        by_len.setdefault(len(tok.prompt(p)), []).append(p)
-    out: list[str] = []
-    for _, group in sorted(by_len.items(), key=lambda kv: -len(kv[1])):
-        random.Random(1).shuffle(group)
-        out += group[: max(batch, (len(group) // batch) * batch)][: n - len(out)]
-        if len(out) >= n:
-            break
-    return out
 
 
 def build_data(run: Path, cfg: RunConfig, teacher, tok: ChatTokenizer) -> None:  # noqa: ANN001

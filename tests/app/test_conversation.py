@@ -119,34 +119,25 @@ def test_kill_after_user_message_resumes_with_interrupted_reply(tmp_path):
     assert r.messages[-1].role == "assistant"
 
 
-class _Outcome:
-    def __init__(self, content):
-        self.content, self.ok, self.denied = content, True, False
+def _agent(tmp_path):
+    """The real agent (registry + executor) over a one-file workspace."""
+    from k3chat.agent import make_agent
 
-
-class _Agent:
-    class registry:
-        @staticmethod
-        def declarations():
-            return [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
-
-    class executor:
-        runs = []
-
-        @classmethod
-        def run(cls, call):
-            cls.runs.append(call)
-            return _Outcome(f"contents of {call.arguments['path']}")
+    root = tmp_path / "ws"
+    root.mkdir(exist_ok=True)
+    (root / "a.txt").write_text("hi from a\n")
+    (root / "b").write_text("bee\n")
+    return make_agent([root], mode="yolo")
 
 
 def test_agent_loop_runs_tools_and_logs_results(tmp_path):
     s = _session(tmp_path)
     eng = FakeEngine(script=[[tool_call("read_file", path="a.txt")], "The file says hi"])
-    c = _conv(eng, s, agent=_Agent())
+    c = _conv(eng, s, agent=_agent(tmp_path))
     evs = list(c.send("read a.txt"))
     assert any(isinstance(e, ToolStarted) for e in evs)
     fin = next(e for e in evs if isinstance(e, ToolFinished))
-    assert fin.output == "contents of a.txt"
+    assert fin.ok and fin.output.startswith("1\thi from a")
     assert evs[-1].text == "The file says hi"
     assert [m.role for m in c.messages] == ["user", "assistant", "tool", "assistant"]
     assert eng.calls[1][-1].role == "tool" and eng.calls[1][-1].tool_index == 1
@@ -159,7 +150,7 @@ def test_dangling_tool_call_is_repaired_on_resume(tmp_path):
     eng = FakeEngine(
         script=[[tool_call("read_file", path="a"), tool_call("read_file", 2, path="b")]]
     )
-    c = _conv(eng, s, agent=_Agent(), max_steps=1)
+    c = _conv(eng, s, agent=_agent(tmp_path), max_steps=1)
     gen = c.send("read")
     for ev in gen:
         if isinstance(ev, ToolStarted):

@@ -56,6 +56,12 @@ def test_kill_9_mid_reply_leaves_a_resumable_session(tmp_path):
     p = _spawn(home, "--resume", sid[:10])
     try:
         p.expect("resumed: 4 messages")
+        # the history is shown again: the first exchange, then the reply the kill cut off
+        p.expect("> first question")
+        p.expect("Answer 1: first")
+        p.expect(r"> second question with many words")
+        p.expect(r"\[interrupted\]")
+        p.expect("end of history")
         p.expect("> ")
         p.sendline("third")
         p.expect("Answer 1: third")

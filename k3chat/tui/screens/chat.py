@@ -75,6 +75,9 @@ class ChatScreen(Screen[None]):
             await log.mount(widget)
         for warning in getattr(conversation, "warnings", []):
             await log.mount(Notice(warning, level="warning"))
+        if getattr(self.app, "attachment", None):
+            names = ", ".join(getattr(self.app, "attachment_names", [])) or "file"
+            await log.mount(Notice(f"attached: {names} (sent with your first message)"))
         session = getattr(conversation, "session", None)
         if session is not None:
             self.sub_title = session.meta.get("name") or session.meta.get("title") or session.id
@@ -123,6 +126,13 @@ class ChatScreen(Screen[None]):
             self.app.notify("Wait for the reply, or press Ctrl+C to stop it.", severity="warning")
             return
         await self.query_one("#log", VerticalScroll).mount(UserMessage(text))
+        attachment = getattr(self.app, "attachment", None)
+        if attachment:
+            # `-f FILE`: the files ride in front of the first message, as in line mode
+            from k3chat.documents import document_prompt
+
+            text = document_prompt(attachment, text)
+            self.app.attachment = None  # type: ignore[attr-defined]
         conv = self.conversation
         self.start_stream(lambda cancel: conv.send(text, cancel=cancel))
 

@@ -1,0 +1,71 @@
+import bitsandbytes as bnb
+import pytest
+import torch
+
+from k3chat_model.dispatch import load_dispatched
+from k3chat_model.engine import Engine
+from k3chat_model.errors import K3Error
+from k3chat_model.events import Message, SamplingParams, TextDelta
+from k3chat_model.layers.mxfp4 import MXFP4Linear
+from k3chat_model.loading import load_model
+from k3chat_model.quantize import quantize_model
+
+
+@pytest.mark.parametrize("method", ["nf4", "int8"])
+def test_quantized_model_keeps_router_fp16_and_projections_in_bnb_layers(tiny_checkpoints, method):
+    model = load_model(tiny_checkpoints["kimi-linear-tiny"], dtype=torch.bfloat16)
+    report = quantize_model(model, method)
+    want = bnb.nn.Linear4bit if method == "nf4" else bnb.nn.Linear8bitLt
+    layer1 = model.model.layers[1]
+    moe = layer1.block_sparse_moe
+    assert moe.gate.weight.dtype == torch.float16
+    assert moe.gate.e_score_correction_bias.dtype == torch.float32
+    assert isinstance(moe.experts[0].w1, want) and isinstance(moe.shared_experts.gate_proj, want)
+    assert isinstance(layer1.self_attn.q_proj, want) and isinstance(layer1.self_attn.o_proj, want)
+    assert type(model.lm_head) is torch.nn.Linear and type(model.model.embed_tokens) is torch.nn.Embedding
+    assert type(layer1.self_attn.f_a_proj) is torch.nn.Linear and type(layer1.self_attn.b_proj) is torch.nn.Linear
+    assert layer1.self_attn.A_log.dtype == torch.float32
+    assert "model.layers.1.self_attn.b_proj" in report.skipped
+    logits = model(torch.arange(30)[None]).logits
+    assert torch.isfinite(logits).all()
+
+
+def test_mxfp4_experts_are_never_silently_widened_by_quantization(tiny_checkpoints):
+    model = load_model(tiny_checkpoints["k3-tiny"], dtype=torch.bfloat16)
+    quantize_model(model, "nf4")
+    w1 = model.model.layers[1].block_sparse_moe.experts[0].w1
+    assert isinstance(w1, MXFP4Linear) and w1.weight_packed.dtype == torch.uint8
+
+
+@pytest.mark.parametrize("preset", ["kimi-linear-tiny", "k3-tiny"])
+def test_disk_offload_gives_same_greedy_tokens_as_in_ram(tiny_checkpoints, tmp_path, preset):
+    path = tiny_checkpoints[preset]
+    ref = load_model(path, dtype=torch.float32)
+    ids = torch.arange(3, 33)[None]
+    expected = ref.generate_naive(ids, 5)
+    model = load_dispatched(path, dtype=torch.float32, device_map="auto", max_memory={"cpu": 400_000},
+                            offload_folder=str(tmp_path / "off"))
+    assert "disk" in {str(d) for d in model.offload_map.values()}
+    assert model.offload_index  # weights read from the original shards, not copied
+    assert all(e["safetensors_file"].startswith(str(path)) for e in model.offload_index.values())
+    assert torch.equal(model.generate_naive(ids, 5), expected)
+
+
+def test_quantization_with_disk_offload_is_refused_clearly(tiny_checkpoints):
+    with pytest.raises(K3Error, match="disk offload"):
+        load_dispatched(tiny_checkpoints["kimi-linear-tiny"], dtype=torch.bfloat16, device_map="auto",
+                        max_memory={"cpu": 400_000}, quantization="nf4")
+
+
+def test_kv_cache_spills_to_disk_beyond_budget_without_changing_results(tiny_checkpoints, tmp_path):
+    path = tiny_checkpoints["k3-tiny"]
+    sp = SamplingParams(temperature=0, repetition_penalty=1.0, max_tokens=10)
+    msgs = [Message("user", "A long enough prompt to fill the attention cache " * 8)]
+    plain = Engine.load(path, dtype="float32")
+    spill = Engine.load(path, dtype="float32", kv_ram_budget=1024, offload_folder=str(tmp_path / "kv"))
+    a = "".join(e.text for e in plain.generate(msgs, sampling=sp) if isinstance(e, TextDelta))
+    b = "".join(e.text for e in spill.generate(msgs, sampling=sp) if isinstance(e, TextDelta))
+    assert a == b
+    report = spill.memory_report()
+    assert report["cache_disk"] > 0 and plain.memory_report()["cache_disk"] == 0
+    assert report["kda_state"] > 0 and report["weights"] > 0
