@@ -3,7 +3,8 @@
 Weights mapped to "disk" are never copied: the offload index points Accelerate at the original
 safetensors shards, and its hooks load a module's weights just before that module runs. Each
 routed expert is its own module (`no_split_module_classes`), and the MoE only calls the experts
-its router picked, so an offloaded MoE layer reads just the selected experts per token.
+its router picked, so an offloaded MoE layer reads just the selected experts per token; and
+`prefetch.ExpertPrefetcher` asks the kernel to read ahead the next layer's recently used experts.
 Small fp32 parameters (KDA gates, conv, norms, the router) always stay in RAM.
 """
 
@@ -83,4 +84,9 @@ def load_dispatched(path: Path, *, dtype: torch.dtype, device_map=None, max_memo
                            offload_index=index or None, offload_buffers=True, force_hooks=True)
     model.offload_map = dmap
     model.offload_index = index
+    if any(".experts." in n for n in index):
+        from .prefetch import ExpertPrefetcher
+
+        model.prefetcher = ExpertPrefetcher(index)
+        model.prefetcher.attach(model)
     return model

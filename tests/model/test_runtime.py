@@ -69,3 +69,27 @@ def test_kv_cache_spills_to_disk_beyond_budget_without_changing_results(tiny_che
     report = spill.memory_report()
     assert report["cache_disk"] > 0 and plain.memory_report()["cache_disk"] == 0
     assert report["kda_state"] > 0 and report["weights"] > 0
+
+
+def test_offloaded_experts_of_the_next_layer_are_read_ahead(tiny_checkpoints):
+    from safetensors import safe_open
+
+    path = tiny_checkpoints["kimi-linear-tiny"]
+    model = load_dispatched(path, dtype=torch.float32, device_map="auto", max_memory={"cpu": 400_000})
+    pf = model.prefetcher
+    ids = torch.arange(3, 20)[None]
+    cache = model.make_cache()
+    model(ids, cache)
+    assert pf.issued == []  # nothing known before the first token
+    used = list(pf.last_used[2])  # what layer 2 picked for the prompt
+    model(ids[:, -1:], cache)
+    assert used and pf.issued
+    # the hinted byte ranges are exactly the bytes of layer 2's recently used experts
+    want = {f"model.layers.2.block_sparse_moe.experts.{e}.{w}.weight" for e in used for w in ("w1", "w2", "w3")}
+    hinted = {(f, o, n) for f, o, n in pf.issued}
+    for name in want:
+        entry = model.offload_index[name]
+        with open(entry["safetensors_file"], "rb") as fh, safe_open(entry["safetensors_file"], "pt") as st:
+            raw = st.get_tensor(entry["weight_name"]).contiguous().view(torch.uint8).numpy().tobytes()
+            match = [(o, n) for f, o, n in hinted if f == entry["safetensors_file"] and n == len(raw)]
+            assert any(fh.seek(o) is not None and fh.read(n) == raw for o, n in match), name
