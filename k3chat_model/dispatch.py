@@ -41,6 +41,13 @@ def plan_device_map(model, device_map, max_memory: dict | None, dtype: torch.dty
             model, max_memory=max_memory, no_split_module_classes=NO_SPLIT, dtype=dtype)
     if device_map in ("auto", "balanced", "sequential"):
         return infer_auto_device_map(model, max_memory=max_memory, no_split_module_classes=NO_SPLIT, dtype=dtype)
+    if isinstance(device_map, str):
+        try:
+            torch.device(device_map)
+        except RuntimeError:
+            pass
+        else:
+            return {"": device_map}
     raise K3Error(f"unknown device_map {device_map!r}", hint='use "auto", "cpu" or a {module: device} dict')
 
 

@@ -189,6 +189,8 @@ def _load_shard(model: nn.Module, file: Path, dtype: torch.dtype, loaded: set[st
                 entry = {"safetensors_file": str(file), "weight_name": key}
                 if want.is_floating_point():
                     entry["dtype"] = str(dtype).removeprefix("torch.")
+                    # Accelerate casts streamed weights to the placeholder's dtype
+                    _set_tensor(model, name, torch.empty(want.shape, dtype=dtype, device="meta"))
                 offload_index[name] = entry
                 loaded.add(name)
                 continue
