@@ -37,13 +37,14 @@ def test_mxfp4_experts_are_never_silently_widened_by_quantization(tiny_checkpoin
     assert isinstance(w1, MXFP4Linear) and w1.weight_packed.dtype == torch.uint8
 
 
-@pytest.mark.parametrize("preset", ["kimi-linear-tiny", "k3-tiny"])
-def test_disk_offload_gives_same_greedy_tokens_as_in_ram(tiny_checkpoints, tmp_path, preset):
+@pytest.mark.parametrize(("preset", "dtype"), [("kimi-linear-tiny", torch.float32), ("k3-tiny", torch.float32),
+                                               ("k3-tiny", torch.bfloat16)])
+def test_disk_offload_gives_same_greedy_tokens_as_in_ram(tiny_checkpoints, tmp_path, preset, dtype):
     path = tiny_checkpoints[preset]
-    ref = load_model(path, dtype=torch.float32)
+    ref = load_model(path, dtype=dtype)
     ids = torch.arange(3, 33)[None]
     expected = ref.generate_naive(ids, 5)
-    model = load_dispatched(path, dtype=torch.float32, device_map="auto", max_memory={"cpu": 400_000},
+    model = load_dispatched(path, dtype=dtype, device_map="auto", max_memory={"cpu": 400_000},
                             offload_folder=str(tmp_path / "off"))
     assert "disk" in {str(d) for d in model.offload_map.values()}
     assert model.offload_index  # weights read from the original shards, not copied
