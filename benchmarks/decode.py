@@ -105,6 +105,12 @@ def main() -> None:
         del engine
 
     engine = Engine.load(args.model, dtype="bfloat16")
+    print("\n| decode threads (bf16) | decode tok/s (median) |")
+    print("|---|---|")
+    for n in (1, 2):
+        engine.decode_threads = n
+        print(f"| {n} | {decode_rate(engine, args.tokens, args.repeats):.1f} |")
+    engine.decode_threads = 1
     print("\n| prompt tokens | prefill tok/s | seconds |")
     print("|---|---|---|")
     for n in [int(x) for x in args.lengths.split(",")]:
