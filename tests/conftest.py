@@ -22,6 +22,8 @@ def _isolated_home(tmp_path_factory, monkeypatch):
 
 
 def _torch_threads() -> None:
+    import k3chat_model  # noqa: F401  (sets OMP_WAIT_POLICY before torch loads OpenMP)
+
     try:
         import torch
     except ImportError:
