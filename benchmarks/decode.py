@@ -17,6 +17,9 @@ import statistics
 import tempfile
 import time
 
+import k3chat_model  # noqa: F401  (sets OMP_WAIT_POLICY before torch loads)
+
+# isort: split
 import torch
 
 from k3chat_model.engine import Engine

@@ -13,6 +13,9 @@ import os
 import statistics
 import time
 
+import k3chat_model  # noqa: F401  (sets OMP_WAIT_POLICY before torch loads)
+
+# isort: split
 import torch
 import torch.nn.functional as F
 
