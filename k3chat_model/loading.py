@@ -144,8 +144,11 @@ def fill_from_checkpoint(model: K3ForCausalLM, path: Path, shards: dict[str, lis
     skip = set(offload_index or {})
     missing = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta and n not in skip]
     if missing:
+        listed = {remap_official_name(k): (k, shard) for shard, keys in shards.items() for k in keys}
+        where = [f"{listed[n][0]} (indexed in {listed[n][1]}, absent from the file)" if n in listed else n
+                 for n in missing[:5]]
         raise CheckpointError(
-            f"{path}: checkpoint is missing {len(missing)} tensor(s): {', '.join(missing[:5])}",
+            f"{path}: checkpoint is missing {len(missing)} tensor(s): {', '.join(where)}",
             hint="the checkpoint is incomplete or was written for another config",
         )
 
