@@ -719,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
         code = _main(argv)
         sys.stdout.flush()
         return code
-    except (AppError, K3Error) as e:
+    except K3Error as e:  # AppError included
         _err(f"k3chat: error: {e.msg}")
         if e.hint:
             _err(f"k3chat: hint: {e.hint}")

@@ -6,19 +6,14 @@ exit code (UsageError → 2, everything else → 1).
 
 from __future__ import annotations
 
+from k3chat_model.errors import K3Error
 
-class AppError(Exception):
-    """Base class for every error the application reports to a user."""
+
+class AppError(K3Error):
+    """Base class for every error the application reports to a user (same `msg`/`hint` shape
+    as the engine's errors, so the CLI reports both one way)."""
 
     exit_code = 1
-
-    def __init__(self, msg: str, hint: str | None = None) -> None:
-        super().__init__(msg)
-        self.msg = msg
-        self.hint = hint
-
-    def __str__(self) -> str:
-        return self.msg if not self.hint else f"{self.msg} ({self.hint})"
 
 
 class SessionNotFound(AppError):
