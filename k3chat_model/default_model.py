@@ -78,9 +78,33 @@ def downloads_dir() -> Path:
     return cache_root() / "downloads"
 
 
+DELTAS_DIR = Path(__file__).resolve().parent / "deltas"
+"""Shipped distillation deltas (issue 7): `manifest.json` names the file and its sha256."""
+DELTA_ENV = "K3CHAT_SMOL_DELTA"
+"""Set to "none" to build the plain teacher-equivalent k3-smol (all layers softmax attention)."""
+
+
+def shipped_delta() -> tuple[Path, str, dict] | None:
+    """(file, sha256, manifest) of the delta the default build applies, or None."""
+    if os.environ.get(DELTA_ENV, "").lower() == "none":
+        return None
+    manifest = DELTAS_DIR / "manifest.json"
+    if not manifest.is_file():
+        return None
+    try:
+        info = json.loads(manifest.read_text())
+        return DELTAS_DIR / info["file"], info["sha256"], info
+    except (OSError, ValueError, KeyError) as e:
+        raise DefaultModelError(f"{manifest}: unreadable delta manifest ({e})",
+                                hint=f"reinstall k3chat, or set {DELTA_ENV}=none") from e
+
+
 def build_hash() -> str:
-    """Identifies the teacher file and every choice that shapes the written checkpoint."""
+    """Identifies the teacher file, every choice that shapes the checkpoint, and the delta."""
+    delta = shipped_delta()
     key = f"{GGUF_SHA256}:{FORMAT_VERSION}:{SEED}:{N_SHARDS}:{N_EXPERTS}:{TOP_K}:{LATENT}"
+    if delta is not None:
+        key += f":delta={delta[1]}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -122,6 +146,7 @@ def ensure_default_model(progress: Progress | None = None, *, source: str | None
         tmp = Path(tempfile.mkdtemp(prefix=".k3-smol.building-", dir=target.parent))
         try:
             write_k3_smol(gguf_path, tmp, report)
+            _apply_shipped_delta(tmp, report)
             _swap_in(tmp, target)
         except OSError as e:
             raise DefaultModelError(
@@ -131,6 +156,23 @@ def ensure_default_model(progress: Progress | None = None, *, source: str | None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _apply_shipped_delta(build_dir: Path, report: Progress) -> None:
+    """Turn the teacher-equivalent build into the distilled hybrid (KDA layers from the delta)."""
+    delta = shipped_delta()
+    if delta is None:
+        return
+    from k3chat_model.delta import apply_delta
+
+    path, sha, _ = delta
+    report("apply delta", 0, 1)
+    try:
+        apply_delta(build_dir, path, expected_sha256=sha)
+    except CheckpointError as e:
+        raise DefaultModelError(f"applying the k3-smol delta failed: {e.msg}",
+                                hint=f"reinstall k3chat, or set {DELTA_ENV}=none for the teacher build") from e
+    report("apply delta", 1, 1)
 
 
 def _require_writable(d: Path) -> None:

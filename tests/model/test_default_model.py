@@ -425,3 +425,62 @@ def test_cli_one_shot_on_default_model_answers_paris(built: dict, tmp_path: Path
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Paris" in proc.stdout
     assert "loading" not in proc.stdout.lower()
+
+
+def _random_kda_delta(tmp_path: Path, layer0: int) -> tuple[Path, str]:
+    """A delta that turns 0-based `layer0` of k3-smol into a (random) KDA layer."""
+    from k3chat_model.delta import sha256_file, write_delta
+
+    g = torch.Generator().manual_seed(0)
+    H, D, hidden = 9, 64, 576
+    C = H * D
+    p = f"language_model.model.layers.{layer0}.self_attn."
+    lin = lambda o, i: torch.randn(o, i, generator=g) / i**0.5  # noqa: E731
+    t = {p + f"{x}_proj.weight": lin(C, hidden) for x in "qkv"}
+    t.update({p + f"{x}_conv1d.weight": 0.5 * torch.randn(C, 1, 4, generator=g) for x in "qkv"})
+    t.update({p + "f_a_proj.weight": lin(D, hidden), p + "f_b_proj.weight": lin(C, D),
+              p + "A_log": torch.zeros(H), p + "dt_bias": torch.zeros(C), p + "b_proj.weight": lin(H, hidden),
+              p + "g_proj.weight": lin(C, hidden), p + "o_norm.weight": torch.ones(D),
+              p + "o_proj.weight": lin(hidden, C)})
+    path = tmp_path / "delta.safetensors"
+    write_delta(t, path, kda_layers=[layer0], replace_prefixes=[p])
+    return path, sha256_file(path)
+
+
+def test_build_applies_shipped_delta_and_loads_as_hybrid(
+    smol_wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from k3chat_model.engine import Engine
+    from k3chat_model.events import Message, SamplingParams, TextDelta
+
+    deltas = tmp_path / "deltas"
+    deltas.mkdir()
+    path, sha = _random_kda_delta(deltas, 29)
+    (deltas / "manifest.json").write_text(json.dumps({"file": path.name, "sha256": sha, "kda_layers": [30]}))
+    monkeypatch.setattr(dm, "DELTAS_DIR", deltas)
+    _configure_home(monkeypatch, tmp_path / "home")
+    built_dir = dm.ensure_default_model(source=str(smol_wheel))
+    cfg = json.loads((built_dir / "config.json").read_text())["text_config"]
+    assert cfg["linear_attn_config"]["kda_layers"] == [30]
+    engine = Engine.load("k3-smol", dtype="float32")
+    assert engine.config.layer_kinds[29] == "kda" and engine.config.layer_kinds[28] == "gqa"
+    sp = SamplingParams(temperature=0, max_tokens=8)
+    text = "".join(e.text for e in engine.generate([Message("user", "Hi")], sampling=sp) if isinstance(e, TextDelta))
+    assert text.strip()
+    # a different delta means a different build: the teacher-only build is not reused
+    monkeypatch.setenv(dm.DELTA_ENV, "none")
+    assert not dm.is_built(built_dir)
+
+
+def test_delta_with_wrong_hash_is_a_clear_error(
+    smol_wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deltas = tmp_path / "deltas"
+    deltas.mkdir()
+    path, _ = _random_kda_delta(deltas, 29)
+    (deltas / "manifest.json").write_text(json.dumps({"file": path.name, "sha256": "0" * 64}))
+    monkeypatch.setattr(dm, "DELTAS_DIR", deltas)
+    _configure_home(monkeypatch, tmp_path / "home")
+    with pytest.raises(DefaultModelError, match="delta"):
+        dm.ensure_default_model(source=str(smol_wheel))
+    assert not dm.is_built(dm.default_model_dir())
