@@ -21,7 +21,6 @@ import pytest
 from clihelp import REPO, k3env
 from ptyproc import PtyProcess
 
-pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
 # seed 0: the tiny model answers "hello there" with ~100 tokens (~2 s) before it stops itself

@@ -1,14 +1,13 @@
 import threading
 
 import pytest
+import torch  # noqa: E402
 
+import k3chat_model.engine as engine_mod  # noqa: E402
+import k3chat_model.testing as testing  # noqa: E402
 from k3chat.conversation import Conversation
 from k3chat.session import SessionStore
 from k3chat_model.events import SamplingParams, Stats, TextDelta
-
-torch = pytest.importorskip("torch")
-testing = pytest.importorskip("k3chat_model.testing")
-engine_mod = pytest.importorskip("k3chat_model.engine")
 
 
 @pytest.fixture(scope="module")

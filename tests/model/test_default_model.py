@@ -381,8 +381,9 @@ def test_default_model_dir_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_path
 
 @pytest.fixture(scope="module")
 def engine(built: dict):
-    loading = pytest.importorskip("k3chat_model.loading")
-    return loading.load_model(built["path"], dtype=torch.float32, device="cpu")
+    from k3chat_model.loading import load_model
+
+    return load_model(built["path"], dtype=torch.float32, device="cpu")
 
 
 @torch.no_grad()

@@ -1,64 +1,13 @@
-"""Tiny k3-smol-shaped teachers (all-GQA, tied embeddings) for the distillation tests."""
+"""Fixtures: a tiny all-GQA teacher, in memory and as an official-layout checkpoint."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-import torch
-from tokenizer_helpers import write_chatml_tokenizer
+from distill_helpers import tiny_teacher, write_teacher_checkpoint
 
-from k3chat_model.config import K3Config
 from k3chat_model.model import K3ForCausalLM
-
-VOCAB = 600
-
-
-def tiny_config(n_layers: int = 4, attn_res: int | None = 2) -> dict:
-    """A plain kimi_linear config.json: GQA 4/2 heads of 16, KDA 4x16, 4 layers."""
-    return {
-        "model_type": "kimi_linear", "hidden_size": 64, "num_hidden_layers": n_layers, "vocab_size": VOCAB,
-        "rms_norm_eps": 1e-5, "tie_word_embeddings": True, "hidden_act": "silu", "full_attn_type": "gqa",
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "rope_theta": 10000.0,
-        "intermediate_size": 96, "attn_res_block_size": attn_res,
-        "linear_attn_config": {"num_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4,
-                               "use_full_rank_gate": True, "gate_lower_bound": -5.0,
-                               "kda_layers": [], "full_attn_layers": list(range(1, n_layers + 1))},
-        "bos_token_id": 1, "eos_token_id": 2,
-    }
-
-
-def tiny_teacher(seed: int = 0) -> K3ForCausalLM:
-    torch.manual_seed(seed)
-    model = K3ForCausalLM(K3Config.from_hf(tiny_config()))
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("res_proj.weight") or name.endswith("res.proj_weight"):
-                p.zero_()
-            elif p.dim() == 2:
-                p.normal_(0, 0.3 if "embed" in name else 1 / p.shape[1] ** 0.5)
-    return model.eval().requires_grad_(False)
-
-
-def write_teacher_checkpoint(model: K3ForCausalLM, d: Path) -> Path:
-    """Official layout: `language_model.`-prefixed names, two shards, index, config, tokenizer."""
-    from safetensors.torch import save_file
-
-    d.mkdir(parents=True, exist_ok=True)
-    sd = {f"language_model.{k}": v.float().contiguous() for k, v in model.state_dict().items()
-          if k != "lm_head.weight"}
-    names = sorted(sd)
-    half = len(names) // 2
-    weight_map = {}
-    for j, part in enumerate((names[:half], names[half:])):
-        fname = f"model-{j + 1:05d}-of-00002.safetensors"
-        save_file({n: sd[n] for n in part}, str(d / fname), metadata={"format": "pt"})
-        weight_map.update(dict.fromkeys(part, fname))
-    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
-    (d / "config.json").write_text(json.dumps(tiny_config()))
-    write_chatml_tokenizer(d)
-    return d
 
 
 @pytest.fixture

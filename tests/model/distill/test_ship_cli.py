@@ -1,0 +1,58 @@
+"""Shipping refuses ungated or smaller deltas; the CLI reports bad runs as one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from k3chat_model.delta import write_delta
+from k3chat_model.distill.cli import main
+from k3chat_model.distill.ship import DELTA_FILE, MANIFEST_FILE, ship
+from k3chat_model.errors import CheckpointError
+
+
+def _run(tmp: Path, name: str, layers: list[int], passed: bool) -> Path:
+    run = tmp / name
+    t = {
+        f"language_model.model.layers.{i}.self_attn.q_proj.weight": torch.randn(8, 8)
+        for i in layers
+    }
+    man = write_delta(t, run / "delta" / "d.safetensors", kda_layers=layers, replace_prefixes=[])
+    keys = {"chat": {}, "assistant": {}, "factual_correct": 30, "max_phrase_repeats": 1}
+    (run / "gate.json").write_text(json.dumps({**keys, "passed": passed, "delta": man}))
+    return run
+
+
+def test_ship_only_gated_deltas_with_more_layers(tmp_path: Path) -> None:
+    dest = tmp_path / "deltas"
+    with pytest.raises(CheckpointError, match="did not pass"):
+        ship(_run(tmp_path, "failed", [1, 2], passed=False), dest)
+    assert not dest.exists()
+    ship(_run(tmp_path, "eight", [1, 2], passed=True), dest)
+    man = json.loads((dest / MANIFEST_FILE).read_text())
+    assert man["kda_layers"] == [2, 3] and man["gate"]["passed"] and (dest / DELTA_FILE).exists()
+    with pytest.raises(CheckpointError, match="already has 2"):
+        ship(_run(tmp_path, "same", [4, 5], passed=True), dest)
+    ship(_run(tmp_path, "more", [1, 2, 3], passed=True), dest)
+    assert json.loads((dest / MANIFEST_FILE).read_text())["kda_layers"] == [2, 3, 4]
+
+
+def test_ship_refuses_a_delta_changed_after_gating(tmp_path: Path) -> None:
+    run = _run(tmp_path, "r", [1], passed=True)
+    with open(run / "delta" / "d.safetensors", "ab") as f:
+        f.write(b"x")
+    with pytest.raises(CheckpointError, match="changed since"):
+        ship(run, tmp_path / "deltas")
+
+
+def test_cli_status_of_a_missing_run_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    assert main(["status", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("k3chat: error:")
+        and "not a distillation run" in err
+        and err.count("\n") == 1
+    )

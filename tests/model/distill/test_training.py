@@ -1,0 +1,117 @@
+"""Init from GQA, stage-1 / stage-2 training steps, and resume after a simulated kill."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from distill_helpers import VOCAB, tiny_teacher
+
+from k3chat_model.distill.ckpt import StopFlag
+from k3chat_model.distill.hybrid import (
+    init_kda_from_gqa,
+    kda_config,
+    layers_from_official,
+    official_kda_tensors,
+    swap_in,
+)
+from k3chat_model.distill.stage1 import Stage1Config, train_stage1
+from k3chat_model.distill.stage2 import Stage2Config, train_stage2
+
+
+def _rows(n: int = 8, T: int = 32) -> torch.Tensor:
+    return torch.randint(3, VOCAB, (n, T), generator=torch.Generator().manual_seed(5))
+
+
+def _students(teacher, layers):
+    cfg = kda_config(teacher.config, list(range(teacher.config.num_hidden_layers)))
+    return {i: init_kda_from_gqa(teacher.model.layers[i].self_attn, cfg, i) for i in layers}
+
+
+def test_kv_heads_repeated_over_their_query_group(teacher) -> None:
+    s = _students(teacher, [1])[1]
+    k = teacher.model.layers[1].self_attn.k_proj.weight.view(2, 16, 64)
+    got = s.k_proj.weight.view(4, 16, 64)
+    for h in range(4):  # SDPA enable_gqa pairs query head h with kv head h // 2
+        assert torch.equal(got[h], k[h // 2])
+    assert torch.equal(s.q_proj.weight, teacher.model.layers[1].self_attn.q_proj.weight)
+    assert torch.all(s.q_conv1d.weight[..., -1] == 1) and torch.all(
+        s.q_conv1d.weight[..., :-1] == 0
+    )
+
+
+def test_swap_in_marks_layers_kda_and_official_names_round_trip(teacher) -> None:
+    studs = _students(teacher, [1, 3])
+    tensors = official_kda_tensors(studs)
+    assert "language_model.model.layers.3.self_attn.A_log" in tensors
+    back = layers_from_official(tensors, kda_config(teacher.config, [1, 3]))
+    assert torch.equal(back[3].o_proj.weight, studs[3].o_proj.weight)
+    swap_in(teacher, studs)
+    assert teacher.config.layer_kinds == ["gqa", "kda", "gqa", "kda"]
+    with torch.no_grad():
+        assert torch.isfinite(teacher(_rows(1)).logits).all()
+
+
+class _KillAfter(StopFlag):
+    """Reports `stop` once `n` steps have run: a kill right after a checkpoint."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    @property
+    def stop(self) -> bool:
+        self.n -= 1
+        return self.n < 0
+
+    @stop.setter
+    def stop(self, _v: bool) -> None:
+        pass
+
+
+def test_stage1_lowers_loss_and_resume_matches_uninterrupted(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    cfg = Stage1Config(tokens=6 * 2 * 32, batch=2, lr=3e-3, warmup_steps=1, ckpt_seconds=0)
+    t = tiny_teacher()
+    full = _students(t, [1, 2])
+    st = train_stage1(t, full, _rows(), cfg, tmp_path / "a.pt")
+    assert st["done"] and st["step"] == 6
+
+    log = tmp_path / "log.jsonl"
+    part = _students(t, [1, 2])
+    st = train_stage1(t, part, _rows(), cfg, tmp_path / "b.pt", log, stop=_KillAfter(3))
+    assert not st["done"] and st["step"] == 3
+    resumed = _students(t, [1, 2])  # a fresh process: weights come from the checkpoint
+    st = train_stage1(t, resumed, _rows(), cfg, tmp_path / "b.pt", log)
+    assert st["done"] and st["step"] == 6
+    for i in (1, 2):
+        for a, b in zip(full[i].parameters(), resumed[i].parameters(), strict=True):
+            assert torch.allclose(a, b, atol=1e-6)
+    losses = [json.loads(line)["rel_mse"] for line in log.read_text().splitlines()]
+    assert len(losses) == 6 and losses[-1] < losses[0]
+
+
+def test_stage2_lowers_kl(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    t = tiny_teacher()
+    student = tiny_teacher()
+    studs = _students(t, [1, 2])
+    swap_in(student, studs)
+    rows = _rows(4)
+    mask = torch.ones_like(rows, dtype=torch.uint8)
+    from k3chat_model.distill.metrics import compare
+
+    before = compare(t, student, rows, mask)["kl"]
+    train_stage2(
+        t,
+        student,
+        studs,
+        rows,
+        mask,
+        Stage2Config(tokens=15 * 2 * 32, lr=3e-3, warmup_steps=1),
+        tmp_path / "s2.pt",
+    )
+    student.eval()
+    after = compare(t, student, rows, mask)["kl"]
+    assert after < 0.7 * before
