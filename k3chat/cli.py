@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="agent",
         action="store_true",
         default=None,
-        help="enable tools (default: on in TUI/line mode, off in one-shot)",
+        help="enable tools (default: on in TUI/line mode for models with native tool calling, e.g. K3; off in one-shot)",
     )
     a.add_argument("--no-agent", dest="agent", action="store_false", help="disable tools")
     a.add_argument(
@@ -227,9 +227,17 @@ def make_store(opts: dict) -> Any:
     return SessionStore(paths.sessions_dir(opts.get("sessions_dir")))
 
 
-def make_agent(opts: dict, approver: Any, session: Any) -> Any:
-    """The agent context, or None when tools are off or the agent package is missing."""
-    if not opts.get("agent"):
+def make_agent(opts: dict, approver: Any, session: Any, engine: Any = None) -> Any:
+    """The agent context, or None when tools are off or the agent package is missing.
+
+    With neither --agent nor --no-agent, tools are on in interactive modes only for models whose
+    chat format declares tools natively (K3's XTML, templates with `tools`): a prompted-in tool
+    list costs a small model ~1.2k prompt tokens and its own system prompt.
+    """
+    enabled = opts.get("agent")
+    if enabled is None:
+        enabled = opts.get("_interactive", False) and bool(getattr(engine, "native_tools", True))
+    if not enabled:
         return None
     try:
         from k3chat.agent import make_agent as build
@@ -330,7 +338,7 @@ class App:
             fresh = True
         else:
             fresh = False
-        agent = make_agent(o, approver, session)
+        agent = make_agent(o, approver, session, engine)
         kw = dict(sampling=sampling_for(engine, o), thinking=bool(o.get("think")), agent=agent)
         if session is not None and not fresh:
             system = o.get("system")
@@ -699,8 +707,7 @@ def _main(argv: list[str]) -> int:
         opts[k] = flags.get(k)
     stdin_piped = not _isatty(sys.stdin)
     oneshot = opts.get("prompt") is not None or stdin_piped
-    if opts.get("agent") is None:
-        opts["agent"] = not oneshot
+    opts["_interactive"] = not oneshot
     if opts.get("resume") == "" and (oneshot or opts.get("plain")):
         raise UsageError("--resume needs a session id or name here", hint="k3chat sessions list")
     app = App(opts)

@@ -51,8 +51,15 @@ def quantize_int8(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q.reshape(t.shape), scale
 
 
-def write_delta(tensors: dict[str, torch.Tensor], path: str | Path, *, kda_layers: list[int],
-                replace_prefixes: list[str], dtype: str = "bf16", extra: dict | None = None) -> dict:
+def write_delta(
+    tensors: dict[str, torch.Tensor],
+    path: str | Path,
+    *,
+    kda_layers: list[int],
+    replace_prefixes: list[str],
+    dtype: str = "bf16",
+    extra: dict | None = None,
+) -> dict:
     """Write `tensors` (official names) as a delta; returns its manifest (sha256, size, layers).
 
     `kda_layers` are 0-based here and stored 1-based. `dtype`: "bf16" or "int8" for the matrix
@@ -72,16 +79,30 @@ def write_delta(tensors: dict[str, torch.Tensor], path: str | Path, *, kda_layer
             q, s = quantize_int8(t.detach())
             out[f"q::{name}"], out[f"s::{name}"] = q.contiguous(), s.contiguous()
     layers_1b = sorted(i + 1 for i in kda_layers)
-    meta = {"format": FORMAT, "version": VERSION, "dtype": dtype, "kda_layers": json.dumps(layers_1b),
-            "replace_prefixes": json.dumps(sorted(replace_prefixes)), "extra": json.dumps(extra or {})}
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "dtype": dtype,
+        "kda_layers": json.dumps(layers_1b),
+        "replace_prefixes": json.dumps(sorted(replace_prefixes)),
+        "extra": json.dumps(extra or {}),
+    }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(out, str(path), metadata=meta)
-    return {"file": path.name, "sha256": sha256_file(path), "bytes": path.stat().st_size, "dtype": dtype,
-            "kda_layers": layers_1b, **(extra or {})}
+    return {
+        "file": path.name,
+        "sha256": sha256_file(path),
+        "bytes": path.stat().st_size,
+        "dtype": dtype,
+        "kda_layers": layers_1b,
+        **(extra or {}),
+    }
 
 
-def read_delta(path: str | Path, expected_sha256: str | None = None) -> tuple[dict, dict[str, torch.Tensor]]:
+def read_delta(
+    path: str | Path, expected_sha256: str | None = None
+) -> tuple[dict, dict[str, torch.Tensor]]:
     """(metadata, fp32 tensors by official name) of a delta, after checking its sha256."""
     from safetensors import safe_open
 
@@ -91,8 +112,10 @@ def read_delta(path: str | Path, expected_sha256: str | None = None) -> tuple[di
     if expected_sha256 is not None:
         got = sha256_file(path)
         if got != expected_sha256:
-            raise CheckpointError(f"{path}: sha256 {got[:16]}… does not match the expected {expected_sha256[:16]}…",
-                                  hint="the delta file is corrupt or not the one its manifest describes")
+            raise CheckpointError(
+                f"{path}: sha256 {got[:16]}… does not match the expected {expected_sha256[:16]}…",
+                hint="the delta file is corrupt or not the one its manifest describes",
+            )
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = dict(f.metadata() or {})
@@ -136,7 +159,9 @@ def _set_layers(config: dict, kda_1b: list[int]) -> dict:
     return config
 
 
-def apply_delta(checkpoint_dir: str | Path, delta_path: str | Path, expected_sha256: str | None = None) -> str:
+def apply_delta(
+    checkpoint_dir: str | Path, delta_path: str | Path, expected_sha256: str | None = None
+) -> str:
     """Apply a delta to a teacher checkpoint directory in place; returns the delta's sha256.
 
     Raises:
@@ -149,15 +174,20 @@ def apply_delta(checkpoint_dir: str | Path, delta_path: str | Path, expected_sha
     ckpt = Path(checkpoint_dir)
     digest = sha256_file(Path(delta_path))
     if expected_sha256 is not None and digest != expected_sha256:
-        raise CheckpointError(f"{delta_path}: sha256 {digest[:16]}… does not match the expected "
-                              f"{expected_sha256[:16]}…", hint="the delta file is corrupt")
+        raise CheckpointError(
+            f"{delta_path}: sha256 {digest[:16]}… does not match the expected "
+            f"{expected_sha256[:16]}…",
+            hint="the delta file is corrupt",
+        )
     marker = ckpt / MARKER
     if marker.exists():
         done = json.loads(marker.read_text()).get("sha256")
         if done == digest:
             return digest
-        raise CheckpointError(f"{ckpt}: another delta ({str(done)[:16]}…) is already applied",
-                              hint="rebuild the base checkpoint before applying a different delta")
+        raise CheckpointError(
+            f"{ckpt}: another delta ({str(done)[:16]}…) is already applied",
+            hint="rebuild the base checkpoint before applying a different delta",
+        )
     meta, tensors = read_delta(delta_path, digest)
     prefixes = tuple(meta["replace_prefixes"])
     index_path = ckpt / INDEX
@@ -186,5 +216,7 @@ def apply_delta(checkpoint_dir: str | Path, delta_path: str | Path, expected_sha
     weight_map.update(dict.fromkeys(out, DELTA_SHARD))
     _write_atomic_json(index_path, index)
     _write_atomic_json(ckpt / "config.json", _set_layers(config, meta["kda_layers"]))
-    _write_atomic_json(marker, {"sha256": digest, "kda_layers": meta["kda_layers"], "dtype": meta["dtype"]})
+    _write_atomic_json(
+        marker, {"sha256": digest, "kda_layers": meta["kda_layers"], "dtype": meta["dtype"]}
+    )
     return digest

@@ -87,6 +87,7 @@ class Engine:
         self.context_length = self.config.max_position_embeddings
         self.default_sampling = default_sampling or SamplingParams()
         self.supports_tools = bool(getattr(chat_format, "supports_tools", False))
+        self.native_tools = bool(getattr(chat_format, "native_tools", False))
         self.supports_thinking = bool(getattr(chat_format, "supports_thinking", False))
         weights = sum(t.numel() * t.element_size() for t in model.parameters())
         env = os.environ.get("K3CHAT_DECODE_THREADS")

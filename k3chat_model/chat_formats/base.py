@@ -35,6 +35,8 @@ class ChatFormat:
     """Renders conversations to prompt ids and parses replies."""
 
     supports_tools: bool = False
+    native_tools: bool = False
+    """The model was trained with this format's tool declarations (not a prompted-in fallback)."""
     supports_thinking: bool = False
 
     def encode(

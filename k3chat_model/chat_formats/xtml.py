@@ -203,6 +203,7 @@ class XTMLFormat(ChatFormat):
     """K3's native format: tools and thinking channels are part of the markup."""
 
     supports_tools = True
+    native_tools = True
     supports_thinking = True
 
     def __init__(self, tok: Tokenizer) -> None:

@@ -59,7 +59,9 @@ class StopFlag:
 class Progress:
     """One line per step: tokens, loss, tokens/s and ETA; also appended as JSON to `log_path`."""
 
-    def __init__(self, name: str, total_tokens: int, done_tokens: int, log_path: Path | None) -> None:
+    def __init__(
+        self, name: str, total_tokens: int, done_tokens: int, log_path: Path | None
+    ) -> None:
         self.name, self.total, self.start_done = name, total_tokens, done_tokens
         self.t0 = time.time()
         self.log_path = log_path
@@ -68,8 +70,14 @@ class Progress:
         dt = max(time.time() - self.t0, 1e-6)
         rate = (done_tokens - self.start_done) / dt
         eta = (self.total - done_tokens) / rate if rate > 0 else float("inf")
-        rec = {"phase": self.name, "tokens": done_tokens, "tok_s": round(rate, 1), "eta_s": round(eta),
-               "time": time.strftime("%H:%M:%S"), **{k: round(v, 5) for k, v in metrics.items()}}
+        rec = {
+            "phase": self.name,
+            "tokens": done_tokens,
+            "tok_s": round(rate, 1),
+            "eta_s": round(eta),
+            "time": time.strftime("%H:%M:%S"),
+            **{k: round(v, 5) for k, v in metrics.items()},
+        }
         parts = " ".join(f"{k}={v}" for k, v in rec.items() if k not in ("phase", "time"))
         print(f"[{rec['time']}] {self.name}: {parts}", file=sys.stderr, flush=True)
         if self.log_path:

@@ -1,9 +1,9 @@
 """`k3chat model distill …`: run/resume a distillation, show its status, gate it, ship a delta.
 
-    distill run    RUN [--teacher DIR] [--data-dir DIR] [--layers N] [--keep 1,2] [--stage1-tokens N] …
-    distill status RUN
-    distill gate   RUN [--delta FILE]
-    distill ship   RUN [--dest DIR]
+distill run    RUN [--teacher DIR] [--data-dir DIR] [--layers N] [--keep 1,2] [--stage1-tokens N] …
+distill status RUN
+distill gate   RUN [--delta FILE]
+distill ship   RUN [--dest DIR]
 """
 
 from __future__ import annotations
@@ -25,10 +25,16 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="start or resume a run (resumes from its last checkpoint)")
     r.add_argument("run_dir", type=Path)
     r.add_argument("--teacher", help="k3-smol checkpoint dir (default: build/find k3-smol)")
-    r.add_argument("--data-dir", default="/tmp/k3distill-data",
-                   help="folder with the chitchat-dataset and chatterbot-corpus wheels")
+    r.add_argument(
+        "--data-dir",
+        default="/tmp/k3distill-data",
+        help="folder with the chitchat-dataset and chatterbot-corpus wheels",
+    )
     r.add_argument("--layers", type=int, help="number of KDA layers in the hybrid")
-    r.add_argument("--keep", help="comma-separated 0-based layers that must be KDA (an earlier milestone)")
+    r.add_argument(
+        "--keep", help="comma-separated 0-based layers that must be KDA (an earlier milestone)"
+    )
+    r.add_argument("--init-from", help="earlier run dir whose trained KDA layers start this run")
     r.add_argument("--candidates", help="comma-separated 0-based candidate layers (default 3..29)")
     for name in ("stage1-tokens", "stage1b-tokens", "stage2-tokens", "gen-prompts", "threads"):
         r.add_argument(f"--{name}", type=int)
@@ -38,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gate", help="export the delta and run the quality gate on it")
     g.add_argument("run_dir", type=Path)
     g.add_argument("--fast", action="store_true", help="KL/top-1 only (skip generation checks)")
-    sh = sub.add_parser("ship", help="copy a gate-passing delta into the package (more KDA layers only)")
+    sh = sub.add_parser(
+        "ship", help="copy a gate-passing delta into the package (more KDA layers only)"
+    )
     sh.add_argument("run_dir", type=Path)
     sh.add_argument("--dest", type=Path, default=DEFAULT_DEST)
     return p
@@ -78,7 +86,9 @@ def _status(a: argparse.Namespace) -> int:
     from .pipeline import load_run
 
     cfg, st = load_run(a.run_dir)
-    print(json.dumps({"done": st["done"], **{k: v for k, v in st.items() if k != "done"}}, indent=1))
+    print(
+        json.dumps({"done": st["done"], **{k: v for k, v in st.items() if k != "done"}}, indent=1)
+    )
     log = a.run_dir / "train_log.jsonl"
     if log.exists():
         lines = log.read_text().splitlines()

@@ -27,24 +27,114 @@ HELDOUT_CONVS = 300
 SEED = 0
 
 TOPICS = [
-    "photosynthesis", "the water cycle", "volcanoes", "the moon", "black holes", "gravity", "electricity",
-    "the internet", "computers", "the human heart", "the immune system", "vaccines", "dinosaurs", "bees",
-    "rainforests", "deserts", "oceans", "climate change", "recycling", "solar power", "wind energy",
-    "the Roman Empire", "ancient Egypt", "the printing press", "the Industrial Revolution", "democracy",
-    "money", "inflation", "banks", "trade", "cooking pasta", "baking bread", "healthy eating", "exercise",
-    "sleep", "stress", "friendship", "learning a language", "music", "painting", "poetry", "chess",
-    "football", "the Olympic Games", "mountains", "rivers", "cats", "dogs", "birds", "trees", "coffee",
-    "tea", "chocolate", "the weather", "seasons", "time zones", "maps", "trains", "airplanes", "bicycles",
-    "cars", "rockets", "satellites", "the solar system", "Mars", "stars", "atoms", "DNA", "cells",
-    "bacteria", "viruses", "antibiotics", "the brain", "memory", "happiness", "kindness", "writing an email",
-    "job interviews", "saving money", "gardening", "camping", "libraries", "museums", "the alphabet",
-    "numbers", "fractions", "triangles", "programming", "Python", "databases", "passwords", "robots",
-    "artificial intelligence", "smartphones", "social media", "newspapers", "photography", "movies",
+    "photosynthesis",
+    "the water cycle",
+    "volcanoes",
+    "the moon",
+    "black holes",
+    "gravity",
+    "electricity",
+    "the internet",
+    "computers",
+    "the human heart",
+    "the immune system",
+    "vaccines",
+    "dinosaurs",
+    "bees",
+    "rainforests",
+    "deserts",
+    "oceans",
+    "climate change",
+    "recycling",
+    "solar power",
+    "wind energy",
+    "the Roman Empire",
+    "ancient Egypt",
+    "the printing press",
+    "the Industrial Revolution",
+    "democracy",
+    "money",
+    "inflation",
+    "banks",
+    "trade",
+    "cooking pasta",
+    "baking bread",
+    "healthy eating",
+    "exercise",
+    "sleep",
+    "stress",
+    "friendship",
+    "learning a language",
+    "music",
+    "painting",
+    "poetry",
+    "chess",
+    "football",
+    "the Olympic Games",
+    "mountains",
+    "rivers",
+    "cats",
+    "dogs",
+    "birds",
+    "trees",
+    "coffee",
+    "tea",
+    "chocolate",
+    "the weather",
+    "seasons",
+    "time zones",
+    "maps",
+    "trains",
+    "airplanes",
+    "bicycles",
+    "cars",
+    "rockets",
+    "satellites",
+    "the solar system",
+    "Mars",
+    "stars",
+    "atoms",
+    "DNA",
+    "cells",
+    "bacteria",
+    "viruses",
+    "antibiotics",
+    "the brain",
+    "memory",
+    "happiness",
+    "kindness",
+    "writing an email",
+    "job interviews",
+    "saving money",
+    "gardening",
+    "camping",
+    "libraries",
+    "museums",
+    "the alphabet",
+    "numbers",
+    "fractions",
+    "triangles",
+    "programming",
+    "Python",
+    "databases",
+    "passwords",
+    "robots",
+    "artificial intelligence",
+    "smartphones",
+    "social media",
+    "newspapers",
+    "photography",
+    "movies",
 ]
 TEMPLATES = [
-    "Explain {t} in simple terms.", "What is {t}?", "Give me three facts about {t}.",
-    "Write a short paragraph about {t}.", "Why is {t} important?", "Tell me something interesting about {t}.",
-    "How would you describe {t} to a child?", "What are the pros and cons of {t}?",
+    "Explain {t} in simple terms.",
+    "What is {t}?",
+    "Give me three facts about {t}.",
+    "Write a short paragraph about {t}.",
+    "Why is {t} important?",
+    "Tell me something interesting about {t}.",
+    "How would you describe {t} to a child?",
+    "What are the pros and cons of {t}?",
 ]
 
 
@@ -74,7 +164,9 @@ class ChatTokenizer:
         """System + user turn + the assistant header: what generation starts from."""
         return self.system_ids + self.turn("user", user) + self.encode("<|im_start|>assistant\n")
 
-    def conversation(self, turns: list[tuple[str, str]], assistant_only: bool = False) -> tuple[list[int], list[int]]:
+    def conversation(
+        self, turns: list[tuple[str, str]], assistant_only: bool = False
+    ) -> tuple[list[int], list[int]]:
         """(ids, mask) for the default system prompt plus `turns` [(role, text)]."""
         ids, mask = list(self.system_ids), [0] * len(self.system_ids)
         for role, text in turns:
@@ -89,7 +181,10 @@ class ChatTokenizer:
 def _find(data_dir: Path, pattern: str) -> Path:
     hits = sorted(Path(data_dir).glob(pattern))
     if not hits:
-        raise CheckpointError(f"{data_dir}: no {pattern}", hint="pip download --no-deps chitchat-dataset chatterbot-corpus -d DIR")
+        raise CheckpointError(
+            f"{data_dir}: no {pattern}",
+            hint="pip download --no-deps chitchat-dataset chatterbot-corpus -d DIR",
+        )
     return hits[-1]
 
 
@@ -99,7 +194,10 @@ def chitchat_conversations(data_dir: Path) -> list[list[tuple[str, str]]]:
         raw = json.loads(z.read("chitchat_dataset/dataset.json"))
     convs = []
     for key in sorted(raw):
-        turns = [" ".join(m["text"].strip() for m in turn if m.get("text")) for turn in raw[key]["messages"]]
+        turns = [
+            " ".join(m["text"].strip() for m in turn if m.get("text"))
+            for turn in raw[key]["messages"]
+        ]
         turns = [t for t in turns if t]
         if len(turns) >= 2:
             convs.append([("user" if j % 2 == 0 else "assistant", t) for j, t in enumerate(turns)])
@@ -126,7 +224,9 @@ def instruction_prompts() -> list[str]:
     return [t.format(t=topic) for topic in TOPICS for t in TEMPLATES]
 
 
-def pack(seqs: list[tuple[list[int], list[int]]], seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+def pack(
+    seqs: list[tuple[list[int], list[int]]], seq_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Concatenate (ids, mask) sequences and cut into [N, seq_len] rows (the tail is dropped)."""
     ids = [t for s, _ in seqs for t in s]
     mask = [m for _, ms in seqs for m in ms]
@@ -134,8 +234,10 @@ def pack(seqs: list[tuple[list[int], list[int]]], seq_len: int) -> tuple[torch.T
     if n == 0:
         raise ValueError(f"only {len(ids)} tokens: not enough for one {seq_len}-token row")
     cut = n * seq_len
-    return (torch.tensor(ids[:cut], dtype=torch.int32).view(n, seq_len),
-            torch.tensor(mask[:cut], dtype=torch.uint8).view(n, seq_len))
+    return (
+        torch.tensor(ids[:cut], dtype=torch.int32).view(n, seq_len),
+        torch.tensor(mask[:cut], dtype=torch.uint8).view(n, seq_len),
+    )
 
 
 def interleave(a: torch.Tensor, b: torch.Tensor, every: int) -> torch.Tensor:

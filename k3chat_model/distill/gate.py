@@ -53,20 +53,26 @@ def chat_sequences(tok: ChatTokenizer, data_dir: Path, max_len: int = 512) -> li
     return out
 
 
-def heldout_assistant(teacher: K3ForCausalLM, tok: ChatTokenizer, path: Path = ASSISTANT_FILE) -> list[list[str]]:
+def heldout_assistant(
+    teacher: K3ForCausalLM, tok: ChatTokenizer, path: Path = ASSISTANT_FILE
+) -> list[list[str]]:
     """[[prompt, teacher reply]]: read from `path`, or generated once (default sampling, seed 11)."""
     if path.exists():
         return json.loads(path.read_text())
     cands = [t.format(t=topic) for topic in HELDOUT_TOPICS for t in HELDOUT_TEMPLATES]
     prompts = equal_length_prompts(cands, tok, HELDOUT_ASSISTANT_N, batch=16)
-    outs = generate(teacher, [tok.prompt(p) for p in prompts], 160, SamplingParams(), tok.eos, seed=11)
+    outs = generate(
+        teacher, [tok.prompt(p) for p in prompts], 160, SamplingParams(), tok.eos, seed=11
+    )
     pairs = [[p, tok.decode(o)] for p, o in zip(prompts, outs, strict=True)]
     path.write_text(json.dumps(pairs, indent=1, ensure_ascii=False) + "\n")
     return pairs
 
 
 def assistant_sequences(tok: ChatTokenizer, pairs: list[list[str]]) -> list[Seq]:
-    return [tok.conversation([("user", p), ("assistant", r)], assistant_only=True) for p, r in pairs]
+    return [
+        tok.conversation([("user", p), ("assistant", r)], assistant_only=True) for p, r in pairs
+    ]
 
 
 @torch.no_grad()
@@ -75,7 +81,9 @@ def kl_metrics(teacher: K3ForCausalLM, student: K3ForCausalLM, seqs: list[Seq]) 
     kl = agree = n = 0.0
     for ids, mask in seqs:
         x = torch.tensor([ids])
-        a, b, c = kl_top1(teacher(x).logits[:, :-1], student(x).logits[:, :-1], torch.tensor([mask[1:]]))
+        a, b, c = kl_top1(
+            teacher(x).logits[:, :-1], student(x).logits[:, :-1], torch.tensor([mask[1:]])
+        )
         kl, agree, n = kl + a, agree + b, n + c
     return {"kl": round(kl / max(n, 1), 4), "top1": round(agree / max(n, 1), 4), "tokens": int(n)}
 
@@ -105,24 +113,55 @@ def max_phrase_repeats(text: str, n: int = 4) -> int:
 
 def loop_check(model: K3ForCausalLM, tok: ChatTokenizer, seed: int = 3) -> tuple[int, list[dict]]:
     """Generate at the default sampling settings; worst phrase-repeat count over LOOP_PROMPTS."""
-    outs = generate(model, [tok.prompt(p) for p in LOOP_PROMPTS], LOOP_TOKENS, SamplingParams(), tok.eos, seed=seed)
-    detail = [{"prompt": p, "text": tok.decode(o), "tokens": len(o), "max_repeats": max_phrase_repeats(tok.decode(o))}
-              for p, o in zip(LOOP_PROMPTS, outs, strict=True)]
+    outs = generate(
+        model,
+        [tok.prompt(p) for p in LOOP_PROMPTS],
+        LOOP_TOKENS,
+        SamplingParams(),
+        tok.eos,
+        seed=seed,
+    )
+    detail = [
+        {
+            "prompt": p,
+            "text": tok.decode(o),
+            "tokens": len(o),
+            "max_repeats": max_phrase_repeats(tok.decode(o)),
+        }
+        for p, o in zip(LOOP_PROMPTS, outs, strict=True)
+    ]
     return max(d["max_repeats"] for d in detail), detail
 
 
-def evaluate(teacher: K3ForCausalLM, student: K3ForCausalLM, tok: ChatTokenizer, chat: list[Seq],
-             assistant: list[Seq], fast: bool = False) -> dict:
+def evaluate(
+    teacher: K3ForCausalLM,
+    student: K3ForCausalLM,
+    tok: ChatTokenizer,
+    chat: list[Seq],
+    assistant: list[Seq],
+    fast: bool = False,
+) -> dict:
     """All gate checks; `passed` is True only if every threshold holds."""
     t0 = time.time()
-    rep: dict = {"chat": kl_metrics(teacher, student, chat), "assistant": kl_metrics(teacher, student, assistant)}
+    rep: dict = {
+        "chat": kl_metrics(teacher, student, chat),
+        "assistant": kl_metrics(teacher, student, assistant),
+    }
     ok = all(rep[k]["kl"] <= MAX_KL and rep[k]["top1"] >= MIN_TOP1 for k in ("chat", "assistant"))
     if not fast:
         rep["factual_correct"], rep["factual"] = factual_score(student, tok)
         rep["max_phrase_repeats"], rep["loops"] = loop_check(student, tok)
-        ok = ok and rep["factual_correct"] >= MIN_FACTUAL and rep["max_phrase_repeats"] <= MAX_REPEATS
-    rep["thresholds"] = {"max_kl": MAX_KL, "min_top1": MIN_TOP1, "min_factual": f"{MIN_FACTUAL}/{len(FACTUAL)}",
-                         "max_phrase_repeats": MAX_REPEATS}
+        ok = (
+            ok
+            and rep["factual_correct"] >= MIN_FACTUAL
+            and rep["max_phrase_repeats"] <= MAX_REPEATS
+        )
+    rep["thresholds"] = {
+        "max_kl": MAX_KL,
+        "min_top1": MIN_TOP1,
+        "min_factual": f"{MIN_FACTUAL}/{len(FACTUAL)}",
+        "max_phrase_repeats": MAX_REPEATS,
+    }
     rep["passed"] = bool(ok) and not fast
     rep["seconds"] = round(time.time() - t0)
     return rep
@@ -132,7 +171,7 @@ def export_delta(run: Path) -> tuple[Path, dict]:
     """Write the run's current best KDA layers (stage 2, else stage 1b) as a delta file."""
     from ..delta import write_delta
     from . import ckpt
-    from .hybrid import official_kda_tensors, OFFICIAL_PREFIX
+    from .hybrid import OFFICIAL_PREFIX, official_kda_tensors
 
     st = json.loads((run / "state.json").read_text())
     chosen = st["chosen"]
@@ -145,8 +184,14 @@ def export_delta(run: Path) -> tuple[Path, dict]:
     if src == "stage2.pt":
         tokens["stage2_tokens"] = saved["state"]["tokens"]
     out = run / "delta" / f"k3-smol-kda{len(chosen)}.safetensors"
-    manifest = write_delta(tensors, out, kda_layers=chosen, dtype=dtype, extra={"tokens": tokens, "source": src},
-                           replace_prefixes=[f"{OFFICIAL_PREFIX}model.layers.{i}.self_attn." for i in chosen])
+    manifest = write_delta(
+        tensors,
+        out,
+        kda_layers=chosen,
+        dtype=dtype,
+        extra={"tokens": tokens, "source": src},
+        replace_prefixes=[f"{OFFICIAL_PREFIX}model.layers.{i}.self_attn." for i in chosen],
+    )
     return out, manifest
 
 
@@ -189,7 +234,9 @@ def gate_run(run: Path, fast: bool = False, threads: int = 1) -> dict:
     report["kda_layers"] = manifest["kda_layers"]
     report["delta"] = manifest
     (run / "gate.json").write_text(json.dumps(report, indent=1) + "\n")
-    (delta_path.with_suffix(".json")).write_text(json.dumps({**manifest, "gate": _summary(report)}, indent=1) + "\n")
+    (delta_path.with_suffix(".json")).write_text(
+        json.dumps({**manifest, "gate": _summary(report)}, indent=1) + "\n"
+    )
     return report
 
 

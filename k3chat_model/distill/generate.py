@@ -16,9 +16,17 @@ from ..model import K3ForCausalLM
 
 
 @torch.no_grad()
-def generate(model: K3ForCausalLM, prompts: list[list[int]], max_new: int, params: SamplingParams,
-             stop_id: int, *, seed: int = 0, batch: int = 16,
-             on_batch: Callable[[int, int], None] | None = None) -> list[list[int]]:
+def generate(
+    model: K3ForCausalLM,
+    prompts: list[list[int]],
+    max_new: int,
+    params: SamplingParams,
+    stop_id: int,
+    *,
+    seed: int = 0,
+    batch: int = 16,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> list[list[int]]:
     """Replies (without the stop token) for every prompt, in prompt order.
 
     Sampling uses `generation.sample_next` (the app's sampler), one seeded generator per prompt,
@@ -28,7 +36,9 @@ def generate(model: K3ForCausalLM, prompts: list[list[int]], max_new: int, param
     by_len: dict[int, list[int]] = {}
     for i, p in enumerate(prompts):
         by_len.setdefault(len(p), []).append(i)
-    groups = [idx[j : j + batch] for _, idx in sorted(by_len.items()) for j in range(0, len(idx), batch)]
+    groups = [
+        idx[j : j + batch] for _, idx in sorted(by_len.items()) for j in range(0, len(idx), batch)
+    ]
     done_tokens = 0
     for group in groups:
         ids = torch.tensor([prompts[i] for i in group], dtype=torch.long)
@@ -40,7 +50,7 @@ def generate(model: K3ForCausalLM, prompts: list[list[int]], max_new: int, param
         for _ in range(max_new):
             nxt = []
             for r in range(len(group)):
-                window = torch.tensor(hist[r][-params.repetition_window:], dtype=torch.long)
+                window = torch.tensor(hist[r][-params.repetition_window :], dtype=torch.long)
                 t = sample_next(logits[r], params, window, gens[r])
                 nxt.append(t)
                 if alive[r]:

@@ -33,8 +33,13 @@ def kda_config(config: K3Config, kda_layers: list[int]) -> K3Config:
     return c
 
 
-def init_kda_from_gqa(teacher: GQAAttention, config: K3Config, layer_idx: int,
-                      out_rms: torch.Tensor | None = None, seed: int = 0) -> TrainableKDA:
+def init_kda_from_gqa(
+    teacher: GQAAttention,
+    config: K3Config,
+    layer_idx: int,
+    out_rms: torch.Tensor | None = None,
+    seed: int = 0,
+) -> TrainableKDA:
     """A fp32 KDA layer initialised from a teacher GQA layer (see module docstring).
 
     `out_rms` [H, D]: the teacher's attention-output RMS per head and channel (before o_proj);
@@ -42,14 +47,21 @@ def init_kda_from_gqa(teacher: GQAAttention, config: K3Config, layer_idx: int,
     """
     H, D = config.kda_num_heads, config.kda_head_dim
     if (H, D) != (teacher.n_heads, teacher.head_dim):
-        raise ValueError(f"KDA heads {H}x{D} must match the teacher's {teacher.n_heads}x{teacher.head_dim}")
+        raise ValueError(
+            f"KDA heads {H}x{D} must match the teacher's {teacher.n_heads}x{teacher.head_dim}"
+        )
     mod = TrainableKDA(config, layer_idx).float()
     group = teacher.n_heads // teacher.n_kv
     gen = torch.Generator().manual_seed(seed + 1000 * layer_idx)
     hidden = config.hidden_size
 
     def rep(w: torch.Tensor) -> torch.Tensor:
-        return w.float().view(teacher.n_kv, D, hidden).repeat_interleave(group, dim=0).reshape(H * D, hidden)
+        return (
+            w.float()
+            .view(teacher.n_kv, D, hidden)
+            .repeat_interleave(group, dim=0)
+            .reshape(H * D, hidden)
+        )
 
     with torch.no_grad():
         mod.q_proj.weight.copy_(teacher.q_proj.weight.float())
@@ -62,11 +74,15 @@ def init_kda_from_gqa(teacher: GQAAttention, config: K3Config, layer_idx: int,
         for conv in (mod.q_conv1d, mod.k_conv1d, mod.v_conv1d):
             conv.weight.zero_()
             conv.weight[..., -1] = 1.0
-        mod.f_a_proj.weight.copy_(torch.randn(mod.f_a_proj.weight.shape, generator=gen) / math.sqrt(hidden))
+        mod.f_a_proj.weight.copy_(
+            torch.randn(mod.f_a_proj.weight.shape, generator=gen) / math.sqrt(hidden)
+        )
         mod.f_b_proj.weight.zero_()
         mod.A_log.zero_()
         lb = config.kda_gate_lower_bound or -5.0
-        one_minus_alpha = torch.exp(torch.empty(H * D).uniform_(math.log(0.005), math.log(0.1), generator=gen))
+        one_minus_alpha = torch.exp(
+            torch.empty(H * D).uniform_(math.log(0.005), math.log(0.1), generator=gen)
+        )
         s = (-torch.log1p(-one_minus_alpha) / -lb).clamp(1e-6, 1 - 1e-6)  # σ(z) = −ln α / |lb|
         mod.dt_bias.copy_(torch.log(s) - torch.log1p(-s))
         mod.b_proj.weight.zero_()
@@ -80,7 +96,9 @@ def init_kda_from_gqa(teacher: GQAAttention, config: K3Config, layer_idx: int,
 
 
 @torch.no_grad()
-def attention_output_rms(model: K3ForCausalLM, layers: list[int], batch: torch.Tensor) -> dict[int, torch.Tensor]:
+def attention_output_rms(
+    model: K3ForCausalLM, layers: list[int], batch: torch.Tensor
+) -> dict[int, torch.Tensor]:
     """Per layer: RMS [H, D] of the teacher attention output before o_proj on `batch` [B, T]."""
     acc: dict[int, torch.Tensor] = {}
     hooks = []
@@ -116,11 +134,15 @@ def official_kda_tensors(layers: dict[int, nn.Module]) -> dict[str, torch.Tensor
     out = {}
     for i, mod in sorted(layers.items()):
         for name, t in mod.state_dict().items():
-            out[f"{OFFICIAL_PREFIX}model.layers.{i}.self_attn.{name}"] = t.detach().float().contiguous()
+            out[f"{OFFICIAL_PREFIX}model.layers.{i}.self_attn.{name}"] = (
+                t.detach().float().contiguous()
+            )
     return out
 
 
-def layers_from_official(tensors: dict[str, torch.Tensor], config: K3Config) -> dict[int, TrainableKDA]:
+def layers_from_official(
+    tensors: dict[str, torch.Tensor], config: K3Config
+) -> dict[int, TrainableKDA]:
     """Inverse of `official_kda_tensors`: fp32 TrainableKDA modules keyed by layer index."""
     per: dict[int, dict[str, torch.Tensor]] = {}
     for name, t in tensors.items():

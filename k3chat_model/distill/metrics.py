@@ -20,7 +20,9 @@ def inference_copy(mod: nn.Module, dtype: torch.dtype) -> nn.Module:
     return c.eval()
 
 
-def kl_top1(t_logits: torch.Tensor, s_logits: torch.Tensor, mask: torch.Tensor) -> tuple[float, float, int]:
+def kl_top1(
+    t_logits: torch.Tensor, s_logits: torch.Tensor, mask: torch.Tensor
+) -> tuple[float, float, int]:
     """Sum of per-token KL(t‖s), count of argmax agreements, and the number of positions in `mask`."""
     m = mask.bool()
     t = t_logits.float()[m].log_softmax(-1)
@@ -31,8 +33,14 @@ def kl_top1(t_logits: torch.Tensor, s_logits: torch.Tensor, mask: torch.Tensor) 
 
 
 @torch.no_grad()
-def compare(teacher: K3ForCausalLM, student: K3ForCausalLM, rows: torch.Tensor, mask: torch.Tensor,
-            batch: int = 2, teacher_logits: list[torch.Tensor] | None = None) -> dict[str, float]:
+def compare(
+    teacher: K3ForCausalLM,
+    student: K3ForCausalLM,
+    rows: torch.Tensor,
+    mask: torch.Tensor,
+    batch: int = 2,
+    teacher_logits: list[torch.Tensor] | None = None,
+) -> dict[str, float]:
     """Mean KL per token and top-1 agreement over positions predicting masked tokens.
 
     `teacher_logits` (one entry per batch) skips the teacher forward when already known.
@@ -49,13 +57,19 @@ def compare(teacher: K3ForCausalLM, student: K3ForCausalLM, rows: torch.Tensor, 
 
 
 @torch.no_grad()
-def teacher_logits(teacher: K3ForCausalLM, rows: torch.Tensor, batch: int = 2) -> list[torch.Tensor]:
-    return [teacher(rows[i : i + batch].long()).logits.to(torch.bfloat16) for i in range(0, len(rows), batch)]
+def teacher_logits(
+    teacher: K3ForCausalLM, rows: torch.Tensor, batch: int = 2
+) -> list[torch.Tensor]:
+    return [
+        teacher(rows[i : i + batch].long()).logits.to(torch.bfloat16)
+        for i in range(0, len(rows), batch)
+    ]
 
 
 @torch.no_grad()
-def single_swap_kl(teacher: K3ForCausalLM, layers: dict[int, nn.Module], rows: torch.Tensor,
-                   mask: torch.Tensor) -> dict[int, float]:
+def single_swap_kl(
+    teacher: K3ForCausalLM, layers: dict[int, nn.Module], rows: torch.Tensor, mask: torch.Tensor
+) -> dict[int, float]:
     """KL of the teacher with exactly one layer swapped for its KDA student, per layer."""
     ref = teacher_logits(teacher, rows)
     dtype = teacher.model.embed_tokens.weight.dtype

@@ -42,6 +42,8 @@ class RunConfig:
     n_layers: int = 8
     keep_layers: list[int] = field(default_factory=list)
     """KDA layers of an earlier milestone that must stay KDA (grown, not re-chosen)."""
+    init_from: str | None = None
+    """An earlier run whose trained KDA layers (stage 2 > 1b > 1) start this one's."""
     gen_prompts: int = 192
     gen_max_new: int = 160
     stage1_tokens: int = 150_000
@@ -64,8 +66,14 @@ def load_run(run: Path) -> tuple[RunConfig, dict]:
     try:
         cfg = RunConfig(**json.loads((run / "config.json").read_text()))
     except FileNotFoundError as e:
-        raise ConfigError(f"{run}: not a distillation run (no config.json)", hint="start one with `distill run`") from e
-    st = json.loads((run / "state.json").read_text()) if (run / "state.json").exists() else {"done": []}
+        raise ConfigError(
+            f"{run}: not a distillation run (no config.json)", hint="start one with `distill run`"
+        ) from e
+    st = (
+        json.loads((run / "state.json").read_text())
+        if (run / "state.json").exists()
+        else {"done": []}
+    )
     return cfg, st
 
 
@@ -91,14 +99,26 @@ def build_data(run: Path, cfg: RunConfig, teacher, tok: ChatTokenizer) -> None: 
         prompts = chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts()
         prompts = equal_length_prompts(prompts, tok, cfg.gen_prompts, batch=16)
         t0 = time.time()
-        outs = generate(teacher, [tok.prompt(p) for p in prompts], cfg.gen_max_new, SamplingParams(), tok.eos,
-                        seed=7, batch=16, on_batch=lambda n, g: _log(run, f"teacher replies: {n} tokens, "
-                                                                          f"{n / (time.time() - t0):.0f} tok/s"))
+        outs = generate(
+            teacher,
+            [tok.prompt(p) for p in prompts],
+            cfg.gen_max_new,
+            SamplingParams(),
+            tok.eos,
+            seed=7,
+            batch=16,
+            on_batch=lambda n, g: _log(
+                run, f"teacher replies: {n} tokens, {n / (time.time() - t0):.0f} tok/s"
+            ),
+        )
         replies = [[p, tok.decode(o)] for p, o in zip(prompts, outs, strict=True)]
         ckpt.write_json(gen_file, replies)
     assist = [tok.conversation([("user", p), ("assistant", r)]) for p, r in replies]
     arows, amask = pack(assist, SEQ)
-    torch.save({"chat": (rows, mask), "assist": (arows, amask), "rank": (rrows[:2], rmask[:2])}, data / "rows.pt")
+    torch.save(
+        {"chat": (rows, mask), "assist": (arows, amask), "rank": (rrows[:2], rmask[:2])},
+        data / "rows.pt",
+    )
     _log(run, f"data: {rows.numel()} chat tokens, {arows.numel()} teacher-reply tokens")
 
 
@@ -127,14 +147,26 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
 
     def fresh(layers: list[int]) -> dict:
         rms = attention_output_rms(teacher, layers, crow[:2].long())
-        return {i: init_kda_from_gqa(teacher.model.layers[i].self_attn, kcfg, i, rms[i]) for i in layers}
+        mods = {
+            i: init_kda_from_gqa(teacher.model.layers[i].self_attn, kcfg, i, rms[i]) for i in layers
+        }
+        if cfg.init_from:
+            _load_earlier(Path(cfg.init_from), mods)
+        return mods
 
     if until == "data":
         return st
     if "stage1" not in st["done"]:
         students = fresh(cfg.candidates)
-        s = train_stage1(teacher, students, mixed, Stage1Config(cfg.stage1_tokens, lr=cfg.stage1_lr,
-                         ckpt_seconds=cfg.ckpt_seconds), run / "stage1.pt", run / "train_log.jsonl", stop)
+        s = train_stage1(
+            teacher,
+            students,
+            mixed,
+            Stage1Config(cfg.stage1_tokens, lr=cfg.stage1_lr, ckpt_seconds=cfg.ckpt_seconds),
+            run / "stage1.pt",
+            run / "train_log.jsonl",
+            stop,
+        )
         if not s["done"]:
             return st
         finish("stage1", stage1_tokens=s["tokens"])
@@ -147,7 +179,10 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         order = sorted(kl, key=kl.get)
         chosen = list(cfg.keep_layers) + [i for i in order if i not in cfg.keep_layers]
         chosen = sorted(chosen[: cfg.n_layers])
-        ckpt.write_json(run / "ranking.json", {"single_swap_kl": {str(i): kl[i] for i in order}, "chosen": chosen})
+        ckpt.write_json(
+            run / "ranking.json",
+            {"single_swap_kl": {str(i): kl[i] for i in order}, "chosen": chosen},
+        )
         _log(run, "ranking: " + ", ".join(f"{i}:{kl[i]:.4f}" for i in order))
         finish("rank", chosen=chosen)
     chosen = st["chosen"]
@@ -157,15 +192,33 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         for i in chosen:
             students[i].load_state_dict(saved["layers"][i])
         if cfg.stage1b_tokens > 0:
-            s = train_stage1(teacher, students, mixed, Stage1Config(cfg.stage1b_tokens, lr=cfg.stage1_lr / 2,
-                             warmup_steps=5, ckpt_seconds=cfg.ckpt_seconds), run / "stage1b.pt",
-                             run / "train_log.jsonl", stop, name="stage1b")
+            s = train_stage1(
+                teacher,
+                students,
+                mixed,
+                Stage1Config(
+                    cfg.stage1b_tokens,
+                    lr=cfg.stage1_lr / 2,
+                    warmup_steps=5,
+                    ckpt_seconds=cfg.ckpt_seconds,
+                ),
+                run / "stage1b.pt",
+                run / "train_log.jsonl",
+                stop,
+                name="stage1b",
+            )
             if not s["done"]:
                 return st
             finish("stage1b", stage1b_tokens=s["tokens"])
         else:
-            ckpt.save_atomic({"layers": {i: students[i].state_dict() for i in chosen}, "opt": None,
-                              "state": {"done": True}}, run / "stage1b.pt")
+            ckpt.save_atomic(
+                {
+                    "layers": {i: students[i].state_dict() for i in chosen},
+                    "opt": None,
+                    "state": {"done": True},
+                },
+                run / "stage1b.pt",
+            )
             finish("stage1b", stage1b_tokens=0)
     if until == "stage1b":
         return st
@@ -173,17 +226,40 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         students, student = load_hybrid(run, teacher_dir, chosen, "stage1b.pt")
         a_first = interleave(arow, crow, every=1)
         amask_full = interleave(amask, cmask, every=1)
-        s = train_stage2(teacher, student, students, a_first, amask_full,
-                         Stage2Config(cfg.stage2_tokens, lr=cfg.stage2_lr, ckpt_seconds=cfg.ckpt_seconds),
-                         run / "stage2.pt", run / "train_log.jsonl", stop)
+        s = train_stage2(
+            teacher,
+            student,
+            students,
+            a_first,
+            amask_full,
+            Stage2Config(cfg.stage2_tokens, lr=cfg.stage2_lr, ckpt_seconds=cfg.ckpt_seconds),
+            run / "stage2.pt",
+            run / "train_log.jsonl",
+            stop,
+        )
         if not s["done"]:
             return st
         finish("stage2", stage2_tokens=s["tokens"])
     return st
 
 
-def load_hybrid(run: Path, teacher_dir: Path, chosen: list[int], ckpt_name: str,
-                dtype: torch.dtype = torch.bfloat16) -> tuple[dict, torch.nn.Module]:
+def _load_earlier(prev: Path, mods: dict) -> None:
+    """Start `mods` from an earlier run's most-trained copy of each layer, where it has one."""
+    todo = set(mods)
+    for name in ("stage2.pt", "stage1b.pt", "stage1.pt"):
+        saved = ckpt.load(prev / name) if todo else None
+        for i in sorted(todo & set(saved["layers"]) if saved else ()):
+            mods[i].load_state_dict(saved["layers"][i])
+            todo.discard(i)
+
+
+def load_hybrid(
+    run: Path,
+    teacher_dir: Path,
+    chosen: list[int],
+    ckpt_name: str,
+    dtype: torch.dtype = torch.bfloat16,
+) -> tuple[dict, torch.nn.Module]:
     """A teacher copy with `chosen` layers replaced by the KDA layers stored in `ckpt_name`
     (stage2.pt falls back to stage1b.pt when stage 2 has not checkpointed yet)."""
     student = load_model(teacher_dir, dtype=dtype)

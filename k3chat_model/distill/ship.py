@@ -43,11 +43,15 @@ def ship(run: Path, dest: Path) -> str:
     if sha256_file(src) != manifest["sha256"]:
         raise CheckpointError(f"{src}: changed since it was gated", hint="run `distill gate` again")
     if manifest["bytes"] > MAX_BYTES:
-        raise CheckpointError(f"{src}: {manifest['bytes']:,} bytes exceeds the {MAX_BYTES:,}-byte budget")
+        raise CheckpointError(
+            f"{src}: {manifest['bytes']:,} bytes exceeds the {MAX_BYTES:,}-byte budget"
+        )
     old = shipped_manifest(dest)
     if old is not None and len(old["kda_layers"]) >= len(manifest["kda_layers"]):
-        raise CheckpointError(f"the shipped delta already has {len(old['kda_layers'])} KDA layers; this one has "
-                              f"{len(manifest['kda_layers'])}: nothing shipped")
+        raise CheckpointError(
+            f"the shipped delta already has {len(old['kda_layers'])} KDA layers; this one has "
+            f"{len(manifest['kda_layers'])}: nothing shipped"
+        )
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dest / DELTA_FILE)
     keys = ("chat", "assistant", "factual_correct", "max_phrase_repeats", "passed")

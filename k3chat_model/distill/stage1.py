@@ -41,13 +41,17 @@ def lr_at(step: int, total_steps: int, cfg_lr: float, warmup: int, min_frac: flo
 
 
 @torch.no_grad()
-def capture(teacher: K3ForCausalLM, ids: torch.Tensor, layers: list[int]) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+def capture(
+    teacher: K3ForCausalLM, ids: torch.Tensor, layers: list[int]
+) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
     """Teacher-forced (attention input, attention output) per layer, as fp32."""
     got: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     hooks = []
     for i in layers:
+
         def hook(_m, args, out, i=i):  # noqa: ANN001
             got[i] = (args[0].float(), out.float())
+
         hooks.append(teacher.model.layers[i].self_attn.register_forward_hook(hook))
     try:
         teacher.model(ids)
@@ -57,9 +61,16 @@ def capture(teacher: K3ForCausalLM, ids: torch.Tensor, layers: list[int]) -> dic
     return got
 
 
-def train_stage1(teacher: K3ForCausalLM, students: dict[int, TrainableKDA], rows: torch.Tensor,
-                 cfg: Stage1Config, ckpt_path: Path, log_path: Path | None = None,
-                 stop: ckpt.StopFlag | None = None, name: str = "stage1") -> dict:
+def train_stage1(
+    teacher: K3ForCausalLM,
+    students: dict[int, TrainableKDA],
+    rows: torch.Tensor,
+    cfg: Stage1Config,
+    ckpt_path: Path,
+    log_path: Path | None = None,
+    stop: ckpt.StopFlag | None = None,
+    name: str = "stage1",
+) -> dict:
     """Train `students` in place until `cfg.tokens` have been seen; resumes from `ckpt_path`.
 
     Returns the final state dict {"step", "tokens", "cursor", "done", "loss"}.
@@ -80,8 +91,14 @@ def train_stage1(teacher: K3ForCausalLM, students: dict[int, TrainableKDA], rows
     prog = ckpt.Progress(name, total_steps * step_tokens, state["tokens"], log_path)
 
     def save() -> None:
-        ckpt.save_atomic({"layers": {i: students[i].state_dict() for i in layers},
-                          "opt": opt.state_dict(), "state": state}, ckpt_path)
+        ckpt.save_atomic(
+            {
+                "layers": {i: students[i].state_dict() for i in layers},
+                "opt": opt.state_dict(),
+                "state": state,
+            },
+            ckpt_path,
+        )
 
     last_save = time.time()
     for m in students.values():
@@ -112,8 +129,13 @@ def train_stage1(teacher: K3ForCausalLM, students: dict[int, TrainableKDA], rows
         state["tokens"] += step_tokens
         state["cursor"] = (state["cursor"] + cfg.batch) % len(rows)
         state["loss"] = losses
-        prog.step(state["tokens"], step=state["step"], lr=lr, rel_mse=sum(losses.values()) / len(losses),
-                  skipped=skipped)
+        prog.step(
+            state["tokens"],
+            step=state["step"],
+            lr=lr,
+            rel_mse=sum(losses.values()) / len(losses),
+            skipped=skipped,
+        )
         if time.time() - last_save > cfg.ckpt_seconds:
             save()
             last_save = time.time()

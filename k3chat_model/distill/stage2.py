@@ -40,9 +40,17 @@ def kd_loss(t_logits: torch.Tensor, s_logits: torch.Tensor, mask: torch.Tensor) 
     return (t.exp() * (t - s)).sum(-1).mean()
 
 
-def train_stage2(teacher: K3ForCausalLM, student: K3ForCausalLM, students: dict[int, TrainableKDA],
-                 rows: torch.Tensor, mask: torch.Tensor, cfg: Stage2Config, ckpt_path: Path,
-                 log_path: Path | None = None, stop: ckpt.StopFlag | None = None) -> dict:
+def train_stage2(
+    teacher: K3ForCausalLM,
+    student: K3ForCausalLM,
+    students: dict[int, TrainableKDA],
+    rows: torch.Tensor,
+    mask: torch.Tensor,
+    cfg: Stage2Config,
+    ckpt_path: Path,
+    log_path: Path | None = None,
+    stop: ckpt.StopFlag | None = None,
+) -> dict:
     """Train the KDA layers of `student` (which holds `students`) until `cfg.tokens`; resumable."""
     layers = sorted(students)
     student.requires_grad_(False)
@@ -63,8 +71,14 @@ def train_stage2(teacher: K3ForCausalLM, student: K3ForCausalLM, students: dict[
     prog = ckpt.Progress("stage2", total_steps * step_tokens, state["tokens"], log_path)
 
     def save() -> None:
-        ckpt.save_atomic({"layers": {i: students[i].state_dict() for i in layers},
-                          "opt": opt.state_dict(), "state": state}, ckpt_path)
+        ckpt.save_atomic(
+            {
+                "layers": {i: students[i].state_dict() for i in layers},
+                "opt": opt.state_dict(),
+                "state": state,
+            },
+            ckpt_path,
+        )
 
     last_save = time.time()
     ema = None
@@ -88,10 +102,17 @@ def train_stage2(teacher: K3ForCausalLM, student: K3ForCausalLM, students: dict[
         state["step"] += 1
         state["tokens"] += step_tokens
         state["cursor"] = (state["cursor"] + cfg.batch) % len(rows)
-        ema = float(loss) if ema is None else 0.9 * ema + 0.1 * float(loss)
+        lv = loss.item()
+        ema = lv if ema is None else 0.9 * ema + 0.1 * lv
         state["loss"] = ema
-        prog.step(state["tokens"], step=state["step"], lr=lr, kl=float(loss), kl_ema=ema,
-                  skipped=int(not torch.isfinite(norm)))
+        prog.step(
+            state["tokens"],
+            step=state["step"],
+            lr=lr,
+            kl=lv,
+            kl_ema=ema,
+            skipped=int(not torch.isfinite(norm)),
+        )
         if time.time() - last_save > cfg.ckpt_seconds:
             save()
             last_save = time.time()
