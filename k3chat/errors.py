@@ -24,6 +24,12 @@ class SessionCorrupt(AppError):
     """A session directory cannot be read (meta.json unreadable, events.jsonl missing)."""
 
 
+class SessionWriteError(AppError):
+    """The session log or metadata could not be written (disk full, permissions, I/O error).
+
+    Everything written before stays readable; the unsaved event is reported, never dropped silently."""
+
+
 class UsageError(AppError):
     """The command line or the input is unusable as given (exit code 2)."""
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from k3chat import __version__
-from k3chat.errors import SessionCorrupt, SessionNotFound, UsageError
+from k3chat.errors import SessionCorrupt, SessionNotFound, SessionWriteError, UsageError
 
 FORMAT_VERSION = 1
 EVENT_TYPES = frozenset(
@@ -156,9 +156,17 @@ class Session:
             raise ValueError(f"unknown session event type {type!r}")
         event = {"v": FORMAT_VERSION, "type": type, "ts": now_iso(), **_sanitize(fields)}
         line = json.dumps(event, ensure_ascii=False) + "\n"
-        fd = self._open_log()
-        os.write(fd, line.encode("utf-8"))
-        os.fsync(fd)
+        try:
+            fd = self._open_log()
+            os.write(fd, line.encode("utf-8"))
+            os.fsync(fd)
+        except OSError as e:
+            # a partial line is a torn write: readers skip it; reopening makes the next append end it
+            self.close()
+            raise SessionWriteError(
+                f"cannot write to session {self.id}: {e.strerror or e} ({type} event not saved)",
+                hint=f"free space or fix {self.dir}; the events written before are intact",
+            ) from e
         return event
 
     def events(self) -> list[dict]:
@@ -189,7 +197,11 @@ class Session:
         """Merge `fields` into meta.json (atomically) and bump `updated`."""
         self.meta.update(_sanitize(fields))
         self.meta["updated"] = now_iso()
-        write_json_atomic(self.meta_path, self.meta)
+        try:
+            write_json_atomic(self.meta_path, self.meta)
+        except OSError as e:
+            raise SessionWriteError(f"cannot update {self.meta_path}: {e.strerror or e}",
+                                    hint="the event log is intact; meta.json is rebuilt from it") from e
 
     def close(self) -> None:
         if self._fd is not None:

@@ -119,3 +119,25 @@ def test_lost_meta_is_rebuilt_from_the_log(tmp_path):
     s2 = store.open(s.id)
     assert s2.meta["model_id"] == "m"
     assert s2.meta["title"] == "first question here"
+
+
+def test_disk_full_is_a_clear_error_and_keeps_what_was_saved(tmp_path):
+    import os
+
+    from k3chat.errors import SessionWriteError
+
+    store = SessionStore(tmp_path / "sessions")
+    s = store.create(name=None, model_id="m", config_hash="h", cwd=str(tmp_path))
+    s.append("user", content="kept")
+    s.close()
+    real = s.events_path.with_name("real.jsonl")
+    os.replace(s.events_path, real)
+    os.symlink("/dev/full", s.events_path)  # every write: ENOSPC
+    with pytest.raises(SessionWriteError, match="No space left on device"):
+        s.append("user", content="lost")
+    os.unlink(s.events_path)
+    os.replace(real, s.events_path)
+    again = store.open(s.id)
+    assert [e.get("content") for e in again.events() if e["type"] == "user"] == ["kept"]
+    again.append("user", content="after")
+    assert [e.get("content") for e in again.events() if e["type"] == "user"] == ["kept", "after"]
