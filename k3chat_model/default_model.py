@@ -79,7 +79,9 @@ def downloads_dir() -> Path:
 
 
 DELTAS_DIR = Path(__file__).resolve().parent / "deltas"
-"""Shipped distillation deltas (issue 7): `manifest.json` names the file and its sha256."""
+"""Shipped distillation deltas (issue 7), written by `k3chat model distill ship`."""
+DELTA_MANIFEST = "k3-smol-delta.json"
+"""Names the delta file (`file`) and its `sha256`, plus the KDA layers and gate metrics."""
 DELTA_ENV = "K3CHAT_SMOL_DELTA"
 """Set to "none" to build the plain teacher-equivalent k3-smol (all layers softmax attention)."""
 
@@ -88,7 +90,7 @@ def shipped_delta() -> tuple[Path, str, dict] | None:
     """(file, sha256, manifest) of the delta the default build applies, or None."""
     if os.environ.get(DELTA_ENV, "").lower() == "none":
         return None
-    manifest = DELTAS_DIR / "manifest.json"
+    manifest = DELTAS_DIR / DELTA_MANIFEST
     if not manifest.is_file():
         return None
     try:

@@ -18,7 +18,6 @@ import zipfile
 from pathlib import Path
 
 import torch
-import yaml
 
 from ..errors import CheckpointError
 
@@ -207,6 +206,8 @@ def chitchat_conversations(data_dir: Path) -> list[list[tuple[str, str]]]:
 
 def chatterbot_questions(data_dir: Path) -> list[str]:
     """The English questions of chatterbot-corpus (first line of each exchange)."""
+    import yaml  # only this source needs PyYAML
+
     out = []
     with zipfile.ZipFile(_find(data_dir, "chatterbot_corpus-*.whl")) as z:
         for name in sorted(z.namelist()):

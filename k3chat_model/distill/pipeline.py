@@ -222,6 +222,9 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
             finish("stage1b", stage1b_tokens=0)
     if until == "stage1b":
         return st
+    if "stage2" in st["done"] and cfg.stage2_tokens > st.get("stage2_tokens", 0):
+        st["done"].remove("stage2")  # a larger budget continues stage 2 from its checkpoint
+        _log(run, f"stage 2 reopened: {st['stage2_tokens']} -> {cfg.stage2_tokens} tokens")
     if "stage2" not in st["done"]:
         students, student = load_hybrid(run, teacher_dir, chosen, "stage1b.pt")
         a_first = interleave(arow, crow, every=1)

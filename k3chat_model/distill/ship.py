@@ -14,7 +14,8 @@ from pathlib import Path
 from ..errors import CheckpointError
 
 DELTA_FILE = "k3-smol-delta.safetensors"
-MANIFEST_FILE = "k3-smol-delta.json"
+from k3chat_model.default_model import DELTA_MANIFEST as MANIFEST_FILE  # noqa: E402
+
 MAX_BYTES = 60_000_000
 
 

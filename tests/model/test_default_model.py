@@ -457,7 +457,7 @@ def test_build_applies_shipped_delta_and_loads_as_hybrid(
     deltas = tmp_path / "deltas"
     deltas.mkdir()
     path, sha = _random_kda_delta(deltas, 29)
-    (deltas / "manifest.json").write_text(json.dumps({"file": path.name, "sha256": sha, "kda_layers": [30]}))
+    (deltas / dm.DELTA_MANIFEST).write_text(json.dumps({"file": path.name, "sha256": sha, "kda_layers": [30]}))
     monkeypatch.setattr(dm, "DELTAS_DIR", deltas)
     _configure_home(monkeypatch, tmp_path / "home")
     built_dir = dm.ensure_default_model(source=str(smol_wheel))
@@ -479,7 +479,7 @@ def test_delta_with_wrong_hash_is_a_clear_error(
     deltas = tmp_path / "deltas"
     deltas.mkdir()
     path, _ = _random_kda_delta(deltas, 29)
-    (deltas / "manifest.json").write_text(json.dumps({"file": path.name, "sha256": "0" * 64}))
+    (deltas / dm.DELTA_MANIFEST).write_text(json.dumps({"file": path.name, "sha256": "0" * 64}))
     monkeypatch.setattr(dm, "DELTAS_DIR", deltas)
     _configure_home(monkeypatch, tmp_path / "home")
     with pytest.raises(DefaultModelError, match="delta"):
