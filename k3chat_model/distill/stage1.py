@@ -91,14 +91,7 @@ def train_stage1(
     prog = ckpt.Progress(name, total_steps * step_tokens, state["tokens"], log_path)
 
     def save() -> None:
-        ckpt.save_atomic(
-            {
-                "layers": {i: students[i].state_dict() for i in layers},
-                "opt": opt.state_dict(),
-                "state": state,
-            },
-            ckpt_path,
-        )
+        ckpt.save_training(ckpt_path, students, layers, opt, state)
 
     last_save = time.time()
     for m in students.values():

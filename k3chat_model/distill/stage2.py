@@ -71,14 +71,7 @@ def train_stage2(
     prog = ckpt.Progress("stage2", total_steps * step_tokens, state["tokens"], log_path)
 
     def save() -> None:
-        ckpt.save_atomic(
-            {
-                "layers": {i: students[i].state_dict() for i in layers},
-                "opt": opt.state_dict(),
-                "state": state,
-            },
-            ckpt_path,
-        )
+        ckpt.save_training(ckpt_path, students, layers, opt, state)
 
     last_save = time.time()
     ema = None
