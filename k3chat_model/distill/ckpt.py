@@ -88,6 +88,10 @@ class Progress:
 def save_training(path, students: dict, layers, opt, state: dict) -> None:
     """Checkpoint the trained KDA layers, the optimizer and the run state in one atomic file."""
     save_atomic(
-        {"layers": {i: students[i].state_dict() for i in layers}, "opt": opt.state_dict(), "state": state},
+        {
+            "layers": {i: students[i].state_dict() for i in layers},
+            "opt": opt.state_dict(),
+            "state": state,
+        },
         path,
     )

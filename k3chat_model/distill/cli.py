@@ -36,8 +36,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--init-from", help="earlier run dir whose trained KDA layers start this run")
     r.add_argument("--candidates", help="comma-separated 0-based candidate layers (default 3..29)")
-    for name in ("stage1-tokens", "stage1b-tokens", "stage2-tokens", "gen-prompts", "threads"):
+    for name in (
+        "stage1-tokens",
+        "stage1b-tokens",
+        "stage2-tokens",
+        "gen-prompts",
+        "gen-batch",
+        "threads",
+    ):
         r.add_argument(f"--{name}", type=int)
+    for name in ("stage1-lr", "stage2-lr"):
+        r.add_argument(f"--{name}", type=float, help="peak learning rate")
     r.add_argument("--until", choices=["data", "stage1b"], help="stop after this phase")
     s = sub.add_parser("status", help="phases done, tokens, last progress line")
     s.add_argument("run_dir", type=Path)

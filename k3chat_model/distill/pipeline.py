@@ -46,6 +46,7 @@ class RunConfig:
     """An earlier run whose trained KDA layers (stage 2 > 1b > 1) start this one's."""
     gen_prompts: int = 192
     gen_max_new: int = 160
+    gen_batch: int = 48
     stage1_tokens: int = 150_000
     stage1b_tokens: int = 100_000
     stage2_tokens: int = 100_000
@@ -83,41 +84,59 @@ def init_run(run: Path, cfg: RunConfig) -> None:
         ckpt.write_json(run / "config.json", asdict(cfg))
 
 
-def build_data(run: Path, cfg: RunConfig, teacher, tok: ChatTokenizer) -> None:  # noqa: ANN001
+def teacher_replies(
+    run: Path, cfg: RunConfig, teacher, tok: ChatTokenizer, stop: ckpt.StopFlag | None = None
+) -> list[list[str]] | None:  # noqa: ANN001
+    """[prompt, reply] pairs, generated one batch at a time and saved after each batch, so a
+    killed run keeps what it generated and a larger `gen_prompts` later adds new prompts only.
+    Returns None if stopped before `gen_prompts` replies exist."""
+    gen_file = run / "data" / "teacher_replies.json"
+    replies = json.loads(gen_file.read_text()) if gen_file.exists() else []
+    want = cfg.gen_prompts - len(replies)
+    if want <= 0:
+        return replies
+    seen = {p for p, _ in replies}
+    pool = [
+        p for p in chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts() if p not in seen
+    ]
+    prompts = equal_length_prompts(pool, tok, want, batch=cfg.gen_batch)
+    t0, made = time.time(), 0
+    for start in range(0, len(prompts), cfg.gen_batch):
+        if stop and stop.stop:
+            return None
+        chunk = prompts[start : start + cfg.gen_batch]
+        outs = generate(
+            teacher,
+            [tok.prompt(p) for p in chunk],
+            cfg.gen_max_new,
+            SamplingParams(),
+            tok.eos,
+            seed=7 + len(replies),
+            batch=cfg.gen_batch,
+        )
+        replies += [[p, tok.decode(o)] for p, o in zip(chunk, outs, strict=True)]
+        ckpt.write_json(gen_file, replies)
+        made += sum(len(o) for o in outs)
+        _log(
+            run,
+            f"teacher replies: {len(replies)}/{cfg.gen_prompts} prompts, {made} new tokens, "
+            f"{made / (time.time() - t0):.0f} tok/s",
+        )
+    return replies
+
+
+def build_data(run: Path, cfg: RunConfig, replies: list[list[str]], tok: ChatTokenizer) -> None:
     """Training rows: chitchat (minus held-out) interleaved with teacher replies to prompts."""
-    data = run / "data"
-    data.mkdir(exist_ok=True)
     convs = chitchat_conversations(Path(cfg.data_dir))
     train = [tok.conversation(c) for c in convs[:-300]]
     rank = [tok.conversation(c) for c in convs[-150:]]
     rows, mask = pack(train, SEQ)
     rrows, rmask = pack(rank, SEQ)
-    gen_file = data / "teacher_replies.json"
-    if gen_file.exists():
-        replies = json.loads(gen_file.read_text())
-    else:
-        prompts = chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts()
-        prompts = equal_length_prompts(prompts, tok, cfg.gen_prompts, batch=16)
-        t0 = time.time()
-        outs = generate(
-            teacher,
-            [tok.prompt(p) for p in prompts],
-            cfg.gen_max_new,
-            SamplingParams(),
-            tok.eos,
-            seed=7,
-            batch=16,
-            on_batch=lambda n, g: _log(
-                run, f"teacher replies: {n} tokens, {n / (time.time() - t0):.0f} tok/s"
-            ),
-        )
-        replies = [[p, tok.decode(o)] for p, o in zip(prompts, outs, strict=True)]
-        ckpt.write_json(gen_file, replies)
     assist = [tok.conversation([("user", p), ("assistant", r)]) for p, r in replies]
     arows, amask = pack(assist, SEQ)
     torch.save(
         {"chat": (rows, mask), "assist": (arows, amask), "rank": (rrows[:2], rmask[:2])},
-        data / "rows.pt",
+        run / "data" / "rows.pt",
     )
     _log(run, f"data: {rows.numel()} chat tokens, {arows.numel()} teacher-reply tokens")
 
@@ -137,9 +156,17 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
     teacher_dir = Path(cfg.teacher)
     teacher = load_model(teacher_dir, dtype=torch.bfloat16)
     tok = ChatTokenizer(teacher_dir)
+    n_replies = st.get("teacher_replies")
+    if "data" in st["done"] and n_replies is not None and cfg.gen_prompts > n_replies:
+        st["done"].remove("data")  # a larger prompt budget generates the missing replies
+        _log(run, f"data reopened: {n_replies} -> {cfg.gen_prompts} teacher replies")
     if "data" not in st["done"]:
-        build_data(run, cfg, teacher, tok)
-        finish("data")
+        (run / "data").mkdir(exist_ok=True)
+        replies = teacher_replies(run, cfg, teacher, tok, stop)
+        if replies is None:
+            return st
+        build_data(run, cfg, replies, tok)
+        finish("data", teacher_replies=len(replies))
     d = torch.load(run / "data" / "rows.pt")
     (crow, cmask), (arow, amask), (rrow, rmask) = d["chat"], d["assist"], d["rank"]
     mixed = interleave(crow, arow, every=2)
@@ -224,6 +251,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         return st
     if "stage2" in st["done"] and cfg.stage2_tokens > st.get("stage2_tokens", 0):
         st["done"].remove("stage2")  # a larger budget continues stage 2 from its checkpoint
+        st["stage2_reopened_at"] = st["stage2_tokens"]
         _log(run, f"stage 2 reopened: {st['stage2_tokens']} -> {cfg.stage2_tokens} tokens")
     if "stage2" not in st["done"]:
         students, student = load_hybrid(run, teacher_dir, chosen, "stage1b.pt")
@@ -235,7 +263,12 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
             students,
             a_first,
             amask_full,
-            Stage2Config(cfg.stage2_tokens, lr=cfg.stage2_lr, ckpt_seconds=cfg.ckpt_seconds),
+            Stage2Config(
+                cfg.stage2_tokens,
+                lr=cfg.stage2_lr,
+                ckpt_seconds=cfg.ckpt_seconds,
+                rewarm_tokens=st.get("stage2_reopened_at", 0),
+            ),
             run / "stage2.pt",
             run / "train_log.jsonl",
             stop,

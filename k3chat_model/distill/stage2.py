@@ -30,6 +30,9 @@ class Stage2Config:
     min_lr_frac: float = 0.1
     clip: float = 1.0
     ckpt_seconds: float = 240.0
+    rewarm_tokens: int = 0
+    """Tokens at which a reopened (extended) run resumes: the learning rate warms up again from
+    there, since the old schedule had already decayed to its floor."""
 
 
 def kd_loss(t_logits: torch.Tensor, s_logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -81,6 +84,9 @@ def train_stage2(
         with torch.no_grad():
             t_logits = teacher(ids).logits
         lr = lr_at(state["step"], total_steps, cfg.lr, cfg.warmup_steps, cfg.min_lr_frac)
+        since = state["step"] - cfg.rewarm_tokens // step_tokens
+        if cfg.rewarm_tokens > 0 and 0 <= since < cfg.warmup_steps:
+            lr *= (since + 1) / cfg.warmup_steps
         for gr in opt.param_groups:
             gr["lr"] = lr
         opt.zero_grad(set_to_none=True)

@@ -115,3 +115,24 @@ def test_stage2_lowers_kl(tmp_path: Path) -> None:
     student.eval()
     after = compare(t, student, rows, mask)["kl"]
     assert after < 0.7 * before
+
+
+def test_extended_stage2_warms_up_again(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    t, student = tiny_teacher(), tiny_teacher()
+    studs = _students(t, [1])
+    swap_in(student, studs)
+    rows = _rows(4)
+    mask = torch.ones_like(rows, dtype=torch.uint8)
+    log = tmp_path / "log.jsonl"
+    step_tokens = 2 * rows.shape[1]
+    cfg = Stage2Config(tokens=4 * step_tokens, lr=1e-3, warmup_steps=2, ckpt_seconds=0)
+    train_stage2(t, student, studs, rows, mask, cfg, tmp_path / "s2.pt", log)
+    cfg = Stage2Config(
+        tokens=10 * step_tokens, lr=1e-3, warmup_steps=2, rewarm_tokens=4 * step_tokens
+    )
+    st = train_stage2(t, student, studs, rows, mask, cfg, tmp_path / "s2.pt", log)
+    assert st["done"] and st["step"] == 10
+    lrs = [json.loads(line)["lr"] for line in log.read_text().splitlines()]
+    assert lrs[2] > lrs[3]  # the first schedule was decaying
+    assert lrs[4] < lrs[5]  # the extended one warms up again instead of jumping to its peak

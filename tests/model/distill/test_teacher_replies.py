@@ -1,0 +1,62 @@
+"""Teacher replies are saved batch by batch: a killed run keeps them, a larger budget adds to them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from k3chat_model.distill import pipeline
+from k3chat_model.distill.data import ChatTokenizer
+from k3chat_model.loading import load_model
+
+PROMPTS = [f"Tell me about topic {c}." for c in "abcdefgh"]
+
+
+class _StopAfter:
+    """A StopFlag that turns on after `n` checks."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    @property
+    def stop(self) -> bool:
+        self.n -= 1
+        return self.n < 0
+
+
+@pytest.fixture
+def setup(teacher_dir: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(pipeline, "chatterbot_questions", lambda _d: PROMPTS[:4])
+    monkeypatch.setattr(pipeline, "instruction_prompts", lambda: PROMPTS[4:])
+    run = tmp_path / "run"
+    (run / "data").mkdir(parents=True)
+    cfg = pipeline.RunConfig(
+        teacher=str(teacher_dir), data_dir=str(tmp_path), gen_prompts=4, gen_batch=2, gen_max_new=4
+    )
+    return run, cfg, load_model(teacher_dir), ChatTokenizer(teacher_dir)
+
+
+def _saved(run: Path) -> list[list[str]]:
+    return json.loads((run / "data" / "teacher_replies.json").read_text())
+
+
+def test_killed_generation_keeps_finished_batches_and_resumes(setup) -> None:
+    run, cfg, teacher, tok = setup
+    assert pipeline.teacher_replies(run, cfg, teacher, tok, _StopAfter(1)) is None
+    first = _saved(run)
+    assert len(first) == 2  # one batch finished and was saved before the stop
+    replies = pipeline.teacher_replies(run, cfg, teacher, tok)
+    assert len(replies) == 4 and replies[:2] == first and _saved(run) == replies
+
+
+def test_larger_budget_generates_only_new_prompts(setup) -> None:
+    run, cfg, teacher, tok = setup
+    before = pipeline.teacher_replies(run, cfg, teacher, tok)
+    cfg.gen_prompts = 7
+    after = pipeline.teacher_replies(run, cfg, teacher, tok)
+    assert after[:4] == before and len(after) == 7
+    prompts = [p for p, _ in after]
+    assert len(set(prompts)) == 7 and set(prompts) <= set(PROMPTS)
+    assert pipeline.teacher_replies(run, cfg, teacher, tok) == after  # nothing left to do
