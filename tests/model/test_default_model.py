@@ -80,20 +80,36 @@ def smol_wheel() -> Path:
     return wheel
 
 
-@pytest.fixture(scope="session")
-def built(smol_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    home = tmp_path_factory.mktemp("k3home")
+def _build(wheel: Path, home: Path, with_delta: bool) -> dict:
     stages: list[tuple[str, int, int]] = []
     mp = pytest.MonkeyPatch()
     try:
         _configure_home(mp, home)
+        if with_delta:
+            mp.delenv(dm.DELTA_ENV, raising=False)
+        else:
+            mp.setenv(dm.DELTA_ENV, "none")
         t0 = time.perf_counter()
-        path = dm.ensure_default_model(lambda *a: stages.append(a), source=str(smol_wheel))
+        path = dm.ensure_default_model(lambda *a: stages.append(a), source=str(wheel))
         seconds = time.perf_counter() - t0
     finally:
         mp.undo()
-    print(f"k3-smol build: {seconds:.1f} s")
+    print(f"k3-smol build ({'shipped' if with_delta else 'teacher'}): {seconds:.1f} s")
     return {"home": home, "path": path, "stages": stages, "seconds": seconds}
+
+
+@pytest.fixture(scope="session")
+def built(smol_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The teacher-equivalent build (no distillation delta): what parity is measured on."""
+    return _build(smol_wheel, tmp_path_factory.mktemp("k3home"), with_delta=False)
+
+
+@pytest.fixture(scope="session")
+def shipped(smol_wheel: Path, built: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The default build users get: the teacher plus the shipped delta, if there is one."""
+    if dm.shipped_delta() is None:
+        return built
+    return _build(smol_wheel, tmp_path_factory.mktemp("k3home-shipped"), with_delta=True)
 
 
 @pytest.fixture(scope="session")
@@ -416,9 +432,10 @@ def test_engine_greedy_continuation_matches_teacher(
     assert teacher_next == got
 
 
-def test_cli_one_shot_on_default_model_answers_paris(built: dict, tmp_path: Path) -> None:
-    env = {**os.environ, "K3CHAT_HOME": str(built["home"]), "K3CHAT_SESSIONS_DIR": str(tmp_path / "s")}
+def test_cli_one_shot_on_default_model_answers_paris(shipped: dict, tmp_path: Path) -> None:
+    env = {**os.environ, "K3CHAT_HOME": str(shipped["home"]), "K3CHAT_SESSIONS_DIR": str(tmp_path / "s")}
     env.pop("K3CHAT_FAKE_ENGINE", None)
+    env.pop(dm.DELTA_ENV, None)
     proc = subprocess.run(
         [sys.executable, "-m", "k3chat", "-p", "What is the capital of France?", "--temperature", "0"],
         capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300,
@@ -485,3 +502,22 @@ def test_delta_with_wrong_hash_is_a_clear_error(
     with pytest.raises(DefaultModelError, match="delta"):
         dm.ensure_default_model(source=str(smol_wheel))
     assert not dm.is_built(dm.default_model_dir())
+
+
+def test_shipped_build_is_the_gated_hybrid(shipped: dict, teacher: LlamaRef) -> None:
+    """The default build carries the shipped delta's KDA layers and stays close to the teacher
+    (a random or mis-applied delta gives KL of several nats)."""
+    from k3chat_model.loading import load_model
+
+    delta = dm.shipped_delta()
+    if delta is None:
+        pytest.skip("no distillation delta shipped: the default build is the teacher")
+    _, _, manifest = delta
+    cfg = json.loads((shipped["path"] / "config.json").read_text())["text_config"]
+    assert cfg["linear_attn_config"]["kda_layers"] == manifest["kda_layers"]
+    model = load_model(shipped["path"], dtype=torch.float32, device="cpu")
+    assert sum(k == "kda" for k in model.config.layer_kinds) == len(manifest["kda_layers"])
+    ids = _text_ids(shipped)
+    kl = _mean_kl(forward(teacher, ids), _engine_logits(model, ids))
+    print(f"KL(teacher||shipped hybrid) over {len(ids)} tokens: {kl:.3f} nats/token")
+    assert kl < 0.3
