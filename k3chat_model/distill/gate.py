@@ -205,7 +205,7 @@ class _Holder:
         return self.sd
 
 
-def gate_run(run: Path, fast: bool = False, threads: int = 1) -> dict:
+def gate_run(run: Path, fast: bool = False, threads: int | None = None) -> dict:
     """Export the run's delta, apply it to a temp copy of the teacher, gate the result.
 
     Writes `RUN/gate.json` (and the delta manifest next to the delta) and returns the report.
@@ -214,8 +214,8 @@ def gate_run(run: Path, fast: bool = False, threads: int = 1) -> dict:
     from ..loading import load_model
     from .pipeline import load_run
 
-    torch.set_num_threads(threads)
     cfg, _ = load_run(run)
+    torch.set_num_threads(threads or cfg.threads)
     teacher_dir = Path(cfg.teacher)
     delta_path, manifest = export_delta(run)
     tok = ChatTokenizer(teacher_dir)
