@@ -465,17 +465,24 @@ def _random_kda_delta(tmp_path: Path, layer0: int) -> tuple[Path, str]:
     return path, sha256_file(path)
 
 
+def _ship_random_delta(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sha256: str | None = None) -> None:
+    """Make the default build apply a random delta for 1-based layer 30 (manifest hash `sha256`,
+    default: the file's real hash)."""
+    deltas = tmp_path / "deltas"
+    deltas.mkdir()
+    path, sha = _random_kda_delta(deltas, 29)
+    manifest = {"file": path.name, "sha256": sha256 or sha, "kda_layers": [30]}
+    (deltas / dm.DELTA_MANIFEST).write_text(json.dumps(manifest))
+    monkeypatch.setattr(dm, "DELTAS_DIR", deltas)
+
+
 def test_build_applies_shipped_delta_and_loads_as_hybrid(
     smol_wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from k3chat_model.engine import Engine
     from k3chat_model.events import Message, SamplingParams, TextDelta
 
-    deltas = tmp_path / "deltas"
-    deltas.mkdir()
-    path, sha = _random_kda_delta(deltas, 29)
-    (deltas / dm.DELTA_MANIFEST).write_text(json.dumps({"file": path.name, "sha256": sha, "kda_layers": [30]}))
-    monkeypatch.setattr(dm, "DELTAS_DIR", deltas)
+    _ship_random_delta(tmp_path, monkeypatch)
     _configure_home(monkeypatch, tmp_path / "home")
     built_dir = dm.ensure_default_model(source=str(smol_wheel))
     cfg = json.loads((built_dir / "config.json").read_text())["text_config"]
@@ -493,11 +500,7 @@ def test_build_applies_shipped_delta_and_loads_as_hybrid(
 def test_delta_with_wrong_hash_is_a_clear_error(
     smol_wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    deltas = tmp_path / "deltas"
-    deltas.mkdir()
-    path, _ = _random_kda_delta(deltas, 29)
-    (deltas / dm.DELTA_MANIFEST).write_text(json.dumps({"file": path.name, "sha256": "0" * 64}))
-    monkeypatch.setattr(dm, "DELTAS_DIR", deltas)
+    _ship_random_delta(tmp_path, monkeypatch, sha256="0" * 64)
     _configure_home(monkeypatch, tmp_path / "home")
     with pytest.raises(DefaultModelError, match="delta"):
         dm.ensure_default_model(source=str(smol_wheel))

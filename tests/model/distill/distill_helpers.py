@@ -9,6 +9,7 @@ import torch
 from tokenizer_helpers import write_chatml_tokenizer
 
 from k3chat_model.config import K3Config
+from k3chat_model.distill.ckpt import StopFlag
 from k3chat_model.model import K3ForCausalLM
 
 VOCAB = 600
@@ -80,3 +81,20 @@ def write_teacher_checkpoint(model: K3ForCausalLM, d: Path) -> Path:
     (d / "config.json").write_text(json.dumps(tiny_config()))
     write_chatml_tokenizer(d)
     return d
+
+
+class StopAfter(StopFlag):
+    """Reports `stop` after `n` checks: a kill right after the n-th step or batch."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    @property
+    def stop(self) -> bool:
+        self.n -= 1
+        return self.n < 0
+
+    @stop.setter
+    def stop(self, _v: bool) -> None:
+        pass

@@ -6,24 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from distill_helpers import StopAfter
 
 from k3chat_model.distill import pipeline
 from k3chat_model.distill.data import ChatTokenizer
 from k3chat_model.loading import load_model
 
 PROMPTS = [f"Tell me about topic {c}." for c in "abcdefgh"]
-
-
-class _StopAfter:
-    """A StopFlag that turns on after `n` checks."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    @property
-    def stop(self) -> bool:
-        self.n -= 1
-        return self.n < 0
 
 
 @pytest.fixture
@@ -44,7 +33,7 @@ def _saved(run: Path) -> list[list[str]]:
 
 def test_killed_generation_keeps_finished_batches_and_resumes(setup) -> None:
     run, cfg, teacher, tok = setup
-    assert pipeline.teacher_replies(run, cfg, teacher, tok, _StopAfter(1)) is None
+    assert pipeline.teacher_replies(run, cfg, teacher, tok, StopAfter(1)) is None
     first = _saved(run)
     assert len(first) == 2  # one batch finished and was saved before the stop
     replies = pipeline.teacher_replies(run, cfg, teacher, tok)

@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import torch
-from distill_helpers import VOCAB, tiny_teacher
+from distill_helpers import VOCAB, StopAfter, tiny_teacher
 
-from k3chat_model.distill.ckpt import StopFlag
 from k3chat_model.distill.hybrid import (
     init_kda_from_gqa,
     kda_config,
@@ -53,23 +52,6 @@ def test_swap_in_marks_layers_kda_and_official_names_round_trip(teacher) -> None
         assert torch.isfinite(teacher(_rows(1)).logits).all()
 
 
-class _KillAfter(StopFlag):
-    """Reports `stop` once `n` steps have run: a kill right after a checkpoint."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.n = n
-
-    @property
-    def stop(self) -> bool:
-        self.n -= 1
-        return self.n < 0
-
-    @stop.setter
-    def stop(self, _v: bool) -> None:
-        pass
-
-
 def test_stage1_lowers_loss_and_resume_matches_uninterrupted(tmp_path: Path) -> None:
     torch.manual_seed(0)
     cfg = Stage1Config(tokens=6 * 2 * 32, batch=2, lr=3e-3, warmup_steps=1, ckpt_seconds=0)
@@ -80,7 +62,7 @@ def test_stage1_lowers_loss_and_resume_matches_uninterrupted(tmp_path: Path) -> 
 
     log = tmp_path / "log.jsonl"
     part = _students(t, [1, 2])
-    st = train_stage1(t, part, _rows(), cfg, tmp_path / "b.pt", log, stop=_KillAfter(3))
+    st = train_stage1(t, part, _rows(), cfg, tmp_path / "b.pt", log, stop=StopAfter(3))
     assert not st["done"] and st["step"] == 3
     resumed = _students(t, [1, 2])  # a fresh process: weights come from the checkpoint
     st = train_stage1(t, resumed, _rows(), cfg, tmp_path / "b.pt", log)
