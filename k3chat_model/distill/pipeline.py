@@ -6,6 +6,7 @@ restarts at the first unfinished phase and that phase resumes from its last chec
 from __future__ import annotations
 
 import json
+import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from ..events import SamplingParams
 from ..loading import load_model
 from . import ckpt
 from .data import (
+    SEED,
     ChatTokenizer,
     chatterbot_questions,
     chitchat_conversations,
@@ -28,6 +30,7 @@ from .data import (
 from .generate import generate
 from .hybrid import attention_output_rms, init_kda_from_gqa, kda_config, swap_in
 from .metrics import single_swap_kl
+from .quiz import quiz_prompts
 from .stage1 import Stage1Config, train_stage1
 from .stage2 import Stage2Config, train_stage2
 
@@ -96,10 +99,11 @@ def teacher_replies(
     if want <= 0:
         return replies
     seen = {p for p, _ in replies}
-    pool = [
-        p for p in chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts() if p not in seen
-    ]
-    prompts = equal_length_prompts(pool, tok, want, batch=cfg.gen_batch)
+    prompts: list[str] = []
+    # Short factual questions first: the one-line Q->A form the chat corpora lack.
+    for pool in (quiz_prompts(), chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts()):
+        fresh = [p for p in pool if p not in seen and p not in prompts]
+        prompts += equal_length_prompts(fresh, tok, want - len(prompts), batch=cfg.gen_batch)
     t0, made = time.time(), 0
     for start in range(0, len(prompts), cfg.gen_batch):
         if stop and stop.stop:
@@ -133,6 +137,7 @@ def build_data(run: Path, cfg: RunConfig, replies: list[list[str]], tok: ChatTok
     rows, mask = pack(train, SEQ)
     rrows, rmask = pack(rank, SEQ)
     assist = [tok.conversation([("user", p), ("assistant", r)]) for p, r in replies]
+    random.Random(SEED).shuffle(assist)  # later batches (e.g. quiz replies) spread through rows
     arows, amask = pack(assist, SEQ)
     torch.save(
         {"chat": (rows, mask), "assist": (arows, amask), "rank": (rrows[:2], rmask[:2])},

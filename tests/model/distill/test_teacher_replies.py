@@ -19,6 +19,7 @@ PROMPTS = [f"Tell me about topic {c}." for c in "abcdefgh"]
 def setup(teacher_dir: Path, tmp_path: Path, monkeypatch):
     monkeypatch.setattr(pipeline, "chatterbot_questions", lambda _d: PROMPTS[:4])
     monkeypatch.setattr(pipeline, "instruction_prompts", lambda: PROMPTS[4:])
+    monkeypatch.setattr(pipeline, "quiz_prompts", lambda: [])
     run = tmp_path / "run"
     (run / "data").mkdir(parents=True)
     cfg = pipeline.RunConfig(
@@ -49,3 +50,12 @@ def test_larger_budget_generates_only_new_prompts(setup) -> None:
     prompts = [p for p, _ in after]
     assert len(set(prompts)) == 7 and set(prompts) <= set(PROMPTS)
     assert pipeline.teacher_replies(run, cfg, teacher, tok) == after  # nothing left to do
+
+
+def test_quiz_questions_are_answered_first(setup, monkeypatch) -> None:
+    run, cfg, teacher, tok = setup
+    quiz = ["What is the capital of Spain?", "Who wrote Hamlet?"]
+    monkeypatch.setattr(pipeline, "quiz_prompts", lambda: quiz)
+    replies = pipeline.teacher_replies(run, cfg, teacher, tok)
+    prompts = [p for p, _ in replies]
+    assert sorted(prompts[:2]) == sorted(quiz) and set(prompts[2:]) <= set(PROMPTS)

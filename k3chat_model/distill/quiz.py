@@ -1,0 +1,121 @@
+"""Short factual questions, prompts for teacher replies in the one-line Q→A form.
+
+Why: chat corpora and "explain X" instructions hold almost no one-line questions, and that is
+the form where a distilled hybrid drifts (asked for a capital, it answered in the country's own
+language and looped). Training on the teacher's answers to *other* questions of that form
+teaches the form, not the gate: every question the gate asks is excluded, and so is every
+question about a subject the gate asks about (no "capital of" any gate country, no currency of
+Japan, ...), so the gate's factual set stays held out.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .gate_data import FACTUAL
+
+COUNTRIES = [
+    "Spain", "Portugal", "Ireland", "Scotland", "Wales", "Norway", "Sweden", "Finland",
+    "Denmark", "Iceland", "the Netherlands", "Belgium", "Switzerland", "Austria", "Poland",
+    "Hungary", "Ukraine", "Turkey", "Iran", "Iraq", "Israel", "Saudi Arabia", "India",
+    "Pakistan", "Thailand", "Vietnam", "Indonesia", "the Philippines", "South Korea",
+    "North Korea", "Kenya", "Nigeria", "Ethiopia", "Morocco", "South Africa", "Argentina",
+    "Chile", "Peru", "Colombia", "Venezuela", "Cuba", "the United States", "New Zealand",
+    "Brazil", "Mexico", "Czech Republic", "Romania", "Bulgaria", "Croatia", "Serbia",
+]  # fmt: skip
+WRITERS = [
+    "Hamlet", "Macbeth", "Pride and Prejudice", "Oliver Twist", "A Christmas Carol",
+    "Moby-Dick", "War and Peace", "The Odyssey", "Don Quixote", "Frankenstein",
+    "Harry Potter", "The Hobbit", "1984", "Animal Farm", "Alice's Adventures in Wonderland",
+    "The Adventures of Tom Sawyer", "Great Expectations", "Jane Eyre", "Dracula",
+    "The Origin of Species",
+]  # fmt: skip
+PAINTERS = ["the Mona Lisa", "The Starry Night", "the Sistine Chapel ceiling", "Guernica",
+            "The Last Supper", "Sunflowers", "The Scream", "The Persistence of Memory"]  # fmt: skip
+INVENTIONS = [
+    "the telephone", "the light bulb", "the printing press", "the airplane",
+    "the World Wide Web", "the steam engine", "the radio", "dynamite", "the telescope",
+    "the theory of evolution", "the laws of motion", "the polio vaccine",
+]  # fmt: skip
+ELEMENTS = [
+    "gold", "silver", "iron", "oxygen", "hydrogen", "carbon", "sodium", "potassium",
+    "helium", "nitrogen", "copper", "lead", "calcium", "neon", "uranium", "zinc",
+]  # fmt: skip
+ANIMAL_LEGS = ["a dog", "an insect", "a bird", "a cat", "an octopus", "a horse",
+               "a cow", "a crab", "an ant", "a chicken"]  # fmt: skip
+OPPOSITES = ["up", "big", "fast", "happy", "light", "old", "open", "early", "full",
+             "wet", "loud", "rich", "strong", "day", "begin"]  # fmt: skip
+UNITS = [
+    "How many hours are there in a day?", "How many minutes are there in an hour?",
+    "How many seconds are there in a minute?", "How many months are there in a year?",
+    "How many days are there in a year?", "How many days are there in a leap year?",
+    "How many weeks are there in a year?", "How many centimeters are there in a meter?",
+    "How many grams are there in a kilogram?", "How many meters are there in a kilometer?",
+    "How many years are there in a century?", "How many years are there in a decade?",
+    "How many sides does a triangle have?", "How many sides does a hexagon have?",
+    "How many sides does a square have?", "How many continents are there?",
+    "How many planets are in our solar system?", "How many colors are in a rainbow?",
+    "How many players are on a soccer team?", "How many strings does a violin have?",
+    "How many keys does a piano have?", "How many bones are in the human body?",
+    "How many teeth does an adult human have?", "How many chambers does the human heart have?",
+]  # fmt: skip
+SINGLES = [
+    "What is the largest planet in our solar system?", "What is the smallest planet?",
+    "Which planet is closest to the sun?", "Which planet has rings?",
+    "What is the largest continent?", "What is the largest desert in the world?",
+    "What is the largest country by area?",
+    "What is the hardest natural substance?", "What is the freezing point of water?",
+    "What is the speed of light?", "What do bees make?", "What do caterpillars turn into?",
+    "What is the largest organ of the human body?", "What organ pumps blood?",
+    "What is the closest star to Earth?", "What is the natural satellite of Earth?",
+    "Who was the first person to walk on the moon?",
+    "What is the chemical formula for table salt?", "What is the square root of 81?",
+    "What is 12 times 12?", "What is 15 plus 27?", "What is 100 divided by 4?",
+    "What is the primary language of Argentina?", "What is the largest bird?",
+    "What is the fastest land animal?", "What is the tallest animal?",
+    "What color is the sky on a clear day?", "What color are bananas when ripe?",
+    "What is frozen water called?", "What is the boiling point of water in Fahrenheit?",
+    "Which gas do humans breathe out?", "What do plants release during photosynthesis?",
+    "Which ocean lies between Europe and America?",
+]  # fmt: skip
+TEMPLATES = [
+    ("What is the capital of {}?", COUNTRIES),
+    ("Which city is the capital of {}?", COUNTRIES),
+    ("What language is spoken in {}?", COUNTRIES),
+    ("What is the currency of {}?", COUNTRIES),
+    ("Who wrote {}?", WRITERS),
+    ("Who painted {}?", PAINTERS),
+    ("Who invented {}?", INVENTIONS),
+    ("What is the chemical symbol for {}?", ELEMENTS),
+    ("How many legs does {} have?", ANIMAL_LEGS),
+    ("What is the opposite of {}?", OPPOSITES),
+]
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+# Words that name what a gate question is about; a training question sharing one with the
+# same gate question's frame would leak its answer. Generic words are not subjects.
+_GENERIC = _words(
+    "what is the of which who how many are there in a does do from for known as at on our "
+    "world earth main largest tallest longest spoken language capital currency wrote "
+    "developed discovered planet chemical symbol boiling point degrees celsius days week "
+    "legs opposite country center star system have"
+)
+_GATE_SUBJECTS = [(_words(q) - _GENERIC) for q, _ in FACTUAL]
+
+
+def leaks_gate(question: str) -> bool:
+    """True if `question` is a gate question or shares its subject with one."""
+    words = _words(question)
+    return any(question == q for q, _ in FACTUAL) or any(
+        subj and subj <= words for subj in _GATE_SUBJECTS
+    )
+
+
+def quiz_prompts() -> list[str]:
+    """Every templated and single question that does not leak a gate question, sorted."""
+    qs = [t.format(x) for t, xs in TEMPLATES for x in xs] + UNITS + SINGLES
+    return sorted({q for q in qs if not leaks_gate(q)})

@@ -1,0 +1,26 @@
+"""The factual prompts used for training never ask what the gate asks."""
+
+from __future__ import annotations
+
+from k3chat_model.distill.gate_data import FACTUAL
+from k3chat_model.distill.quiz import leaks_gate, quiz_prompts
+
+
+def test_no_gate_question_or_subject_is_a_training_prompt() -> None:
+    qs = quiz_prompts()
+    assert len(qs) >= 300 and len(set(qs)) == len(qs)
+    gate = {q for q, _ in FACTUAL}
+    assert not gate & set(qs)
+    for country in ("France", "Italy", "Germany", "Japan", "Australia", "Brazil", "Mexico"):
+        assert not [q for q in qs if country in q], country
+    assert not [q for q in qs if "penicillin" in q or "Romeo" in q or "spider" in q]
+
+
+def test_leak_check_matches_subjects_not_frames() -> None:
+    assert leaks_gate("What is the capital of France?")
+    assert leaks_gate("Which city is the capital of Italy?")
+    assert leaks_gate("What is the currency of Japan?")
+    assert leaks_gate("How many days are there in a week?")  # the exact gate question
+    assert not leaks_gate("How many days are there in a year?")
+    assert not leaks_gate("What is the capital of Spain?")
+    assert not leaks_gate("How many legs does a dog have?")
