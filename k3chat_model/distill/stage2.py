@@ -31,8 +31,8 @@ class Stage2Config:
     clip: float = 1.0
     ckpt_seconds: float = 240.0
     rewarm_tokens: int = 0
-    """Tokens at which a reopened (extended) run resumes: the learning rate warms up again from
-    there, since the old schedule had already decayed to its floor."""
+    """Tokens at which a reopened (extended) run resumed: the schedule restarts there (warm-up to
+    `lr`, cosine to its floor at `tokens`), since the old one had already decayed."""
 
 
 def kd_loss(t_logits: torch.Tensor, s_logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -71,6 +71,8 @@ def train_stage2(
         state = saved["state"]
     step_tokens = cfg.batch * rows.shape[1]
     total_steps = max(1, math.ceil(cfg.tokens / step_tokens))
+    # A reopened run restarts the schedule (warm-up, then cosine) over its new tokens only.
+    restart = min(cfg.rewarm_tokens // step_tokens, state["step"], total_steps - 1)
     prog = ckpt.Progress("stage2", total_steps * step_tokens, state["tokens"], log_path)
 
     def save() -> None:
@@ -83,10 +85,13 @@ def train_stage2(
         ids, m = rows[idx].long(), mask[idx]
         with torch.no_grad():
             t_logits = teacher(ids).logits
-        lr = lr_at(state["step"], total_steps, cfg.lr, cfg.warmup_steps, cfg.min_lr_frac)
-        since = state["step"] - cfg.rewarm_tokens // step_tokens
-        if cfg.rewarm_tokens > 0 and 0 <= since < cfg.warmup_steps:
-            lr *= (since + 1) / cfg.warmup_steps
+        lr = lr_at(
+            state["step"] - restart,
+            total_steps - restart,
+            cfg.lr,
+            cfg.warmup_steps,
+            cfg.min_lr_frac,
+        )
         for gr in opt.param_groups:
             gr["lr"] = lr
         opt.zero_grad(set_to_none=True)

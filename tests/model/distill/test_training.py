@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from distill_helpers import VOCAB, StopAfter, tiny_teacher
 
@@ -99,7 +100,7 @@ def test_stage2_lowers_kl(tmp_path: Path) -> None:
     assert after < 0.7 * before
 
 
-def test_extended_stage2_warms_up_again(tmp_path: Path) -> None:
+def test_extended_stage2_restarts_its_schedule(tmp_path: Path) -> None:
     torch.manual_seed(0)
     t, student = tiny_teacher(), tiny_teacher()
     studs = _students(t, [1])
@@ -118,3 +119,5 @@ def test_extended_stage2_warms_up_again(tmp_path: Path) -> None:
     lrs = [json.loads(line)["lr"] for line in log.read_text().splitlines()]
     assert lrs[2] > lrs[3]  # the first schedule was decaying
     assert lrs[4] < lrs[5]  # the extended one warms up again instead of jumping to its peak
+    assert lrs[5] == pytest.approx(1e-3, rel=0.02)  # ...to the full peak, not the old curve's
+    assert lrs[9] < 3e-4 and lrs[9] < lrs[6]  # and decays over the new tokens
