@@ -42,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         "stage2-tokens",
         "gen-prompts",
         "gen-batch",
+        "student-prompts",
         "threads",
     ):
         r.add_argument(f"--{name}", type=int)

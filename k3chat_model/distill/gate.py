@@ -18,6 +18,8 @@ import shutil
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -205,32 +207,41 @@ class _Holder:
         return self.sd
 
 
+@contextmanager
+def delta_student(run: Path, teacher_dir: Path) -> Iterator[tuple[K3ForCausalLM, Path, dict]]:
+    """(student, delta path, manifest): the run's exported delta applied to a temp copy of the
+    teacher and loaded in bf16 by the engine, i.e. exactly what would ship."""
+    from ..delta import apply_delta
+    from ..loading import load_model
+
+    delta_path, manifest = export_delta(run)
+    tmp = Path(tempfile.mkdtemp(prefix="k3gate-"))
+    try:
+        work = tmp / "k3-smol"
+        shutil.copytree(teacher_dir, work)
+        apply_delta(work, delta_path, manifest["sha256"])
+        yield load_model(work, dtype=torch.bfloat16), delta_path, manifest
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def gate_run(run: Path, fast: bool = False, threads: int | None = None) -> dict:
     """Export the run's delta, apply it to a temp copy of the teacher, gate the result.
 
     Writes `RUN/gate.json` (and the delta manifest next to the delta) and returns the report.
     """
-    from ..delta import apply_delta
     from ..loading import load_model
     from .pipeline import load_run
 
     cfg, _ = load_run(run)
     torch.set_num_threads(threads or cfg.threads)
     teacher_dir = Path(cfg.teacher)
-    delta_path, manifest = export_delta(run)
     tok = ChatTokenizer(teacher_dir)
     teacher = load_model(teacher_dir, dtype=torch.bfloat16)
-    tmp = Path(tempfile.mkdtemp(prefix="k3gate-"))
-    try:
-        work = tmp / "k3-smol"
-        shutil.copytree(teacher_dir, work)
-        apply_delta(work, delta_path, manifest["sha256"])
-        student = load_model(work, dtype=torch.bfloat16)
+    with delta_student(run, teacher_dir) as (student, delta_path, manifest):
         chat = chat_sequences(tok, Path(cfg.data_dir))
         assistant = assistant_sequences(tok, heldout_assistant(teacher, tok))
         report = evaluate(teacher, student, tok, chat, assistant, fast=fast)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     report["kda_layers"] = manifest["kda_layers"]
     report["delta"] = manifest
     (run / "gate.json").write_text(json.dumps(report, indent=1) + "\n")

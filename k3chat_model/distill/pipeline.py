@@ -27,6 +27,7 @@ from .data import (
     interleave,
     pack,
 )
+from .gate import delta_student
 from .generate import generate
 from .hybrid import attention_output_rms, init_kda_from_gqa, kda_config, swap_in
 from .metrics import single_swap_kl
@@ -50,6 +51,10 @@ class RunConfig:
     gen_prompts: int = 192
     gen_max_new: int = 160
     gen_batch: int = 48
+    student_prompts: int = 0
+    """Prompts answered by the current hybrid itself (greedy) and added to the training rows;
+    generated once stage 1b or stage 2 has a checkpoint (a larger value reopens the data)."""
+    student_max_new: int = 96
     stage1_tokens: int = 150_000
     stage1b_tokens: int = 100_000
     stage2_tokens: int = 100_000
@@ -87,33 +92,46 @@ def init_run(run: Path, cfg: RunConfig) -> None:
         ckpt.write_json(run / "config.json", asdict(cfg))
 
 
-def teacher_replies(
-    run: Path, cfg: RunConfig, teacher, tok: ChatTokenizer, stop: ckpt.StopFlag | None = None
-) -> list[list[str]] | None:  # noqa: ANN001
-    """[prompt, reply] pairs, generated one batch at a time and saved after each batch, so a
-    killed run keeps what it generated and a larger `gen_prompts` later adds new prompts only.
-    Returns None if stopped before `gen_prompts` replies exist."""
-    gen_file = run / "data" / "teacher_replies.json"
-    replies = json.loads(gen_file.read_text()) if gen_file.exists() else []
-    want = cfg.gen_prompts - len(replies)
-    if want <= 0:
-        return replies
-    seen = {p for p, _ in replies}
+def _reply_prompts(cfg: RunConfig, tok: ChatTokenizer, seen: set[str], want: int) -> list[str]:
+    """Up to `want` unused prompts; short factual questions first (the one-line Q->A form the
+    chat corpora lack), then chatterbot questions and templated instructions."""
     prompts: list[str] = []
-    # Short factual questions first: the one-line Q->A form the chat corpora lack.
     for pool in (quiz_prompts(), chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts()):
         fresh = [p for p in pool if p not in seen and p not in prompts]
         prompts += equal_length_prompts(fresh, tok, want - len(prompts), batch=cfg.gen_batch)
+    return prompts
+
+
+def _replies(
+    run: Path,
+    name: str,
+    target: int,
+    model,  # noqa: ANN001
+    cfg: RunConfig,
+    tok: ChatTokenizer,
+    params: SamplingParams,
+    max_new: int,
+    stop: ckpt.StopFlag | None,
+) -> list[list[str]] | None:
+    """[prompt, reply] pairs from `model` in `RUN/data/{name}.json`, generated one batch at a
+    time and saved after each, so a killed run keeps them and a larger `target` adds new prompts
+    only. Returns None if stopped before `target` replies exist."""
+    gen_file = run / "data" / f"{name}.json"
+    replies = json.loads(gen_file.read_text()) if gen_file.exists() else []
+    want = target - len(replies)
+    if want <= 0:
+        return replies
+    prompts = _reply_prompts(cfg, tok, {p for p, _ in replies}, want)
     t0, made = time.time(), 0
     for start in range(0, len(prompts), cfg.gen_batch):
         if stop and stop.stop:
             return None
         chunk = prompts[start : start + cfg.gen_batch]
         outs = generate(
-            teacher,
+            model,
             [tok.prompt(p) for p in chunk],
-            cfg.gen_max_new,
-            SamplingParams(),
+            max_new,
+            params,
             tok.eos,
             seed=7 + len(replies),
             batch=cfg.gen_batch,
@@ -123,14 +141,38 @@ def teacher_replies(
         made += sum(len(o) for o in outs)
         _log(
             run,
-            f"teacher replies: {len(replies)}/{cfg.gen_prompts} prompts, {made} new tokens, "
+            f"{name.replace('_', ' ')}: {len(replies)}/{target} prompts, {made} new tokens, "
             f"{made / (time.time() - t0):.0f} tok/s",
         )
     return replies
 
 
+def teacher_replies(
+    run: Path, cfg: RunConfig, teacher, tok: ChatTokenizer, stop: ckpt.StopFlag | None = None
+) -> list[list[str]] | None:  # noqa: ANN001
+    """The teacher's replies at the app's default sampling: what users see it say."""
+    return _replies(
+        run, "teacher_replies", cfg.gen_prompts, teacher, cfg, tok, SamplingParams(),
+        cfg.gen_max_new, stop,
+    )  # fmt: skip
+
+
+def student_replies(
+    run: Path, cfg: RunConfig, student, tok: ChatTokenizer, stop: ckpt.StopFlag | None = None
+) -> list[list[str]] | None:  # noqa: ANN001
+    """The hybrid's own greedy replies, as it would ship (on-policy distillation). Scored by
+    the teacher, they train the student on the states its own decoding reaches, where a drift
+    ("La Cité, la Cité, …") starts and the teacher's replies never go."""
+    greedy = SamplingParams(temperature=0.0, repetition_penalty=1.0)
+    return _replies(
+        run, "student_replies", cfg.student_prompts, student, cfg, tok, greedy,
+        cfg.student_max_new, stop,
+    )  # fmt: skip
+
+
 def build_data(run: Path, cfg: RunConfig, replies: list[list[str]], tok: ChatTokenizer) -> None:
-    """Training rows: chitchat (minus held-out) interleaved with teacher replies to prompts."""
+    """Training rows: chitchat (minus held-out) interleaved with replies to prompts (the
+    teacher's, then the student's own)."""
     convs = chitchat_conversations(Path(cfg.data_dir))
     train = [tok.conversation(c) for c in convs[:-300]]
     rank = [tok.conversation(c) for c in convs[-150:]]
@@ -161,17 +203,26 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
     teacher_dir = Path(cfg.teacher)
     teacher = load_model(teacher_dir, dtype=torch.bfloat16)
     tok = ChatTokenizer(teacher_dir)
-    n_replies = st.get("teacher_replies")
-    if "data" in st["done"] and n_replies is not None and cfg.gen_prompts > n_replies:
+    n_replies, n_own = st.get("teacher_replies"), st.get("student_replies", 0)
+    own_due = "chosen" in st and cfg.student_prompts > n_own
+    if "data" in st["done"] and n_replies is not None and (cfg.gen_prompts > n_replies or own_due):
         st["done"].remove("data")  # a larger prompt budget generates the missing replies
-        _log(run, f"data reopened: {n_replies} -> {cfg.gen_prompts} teacher replies")
+        _log(run, f"data reopened: {n_replies}/{n_own} -> {cfg.gen_prompts}/"
+             f"{cfg.student_prompts if own_due else n_own} teacher/student replies")  # fmt: skip
     if "data" not in st["done"]:
         (run / "data").mkdir(exist_ok=True)
         replies = teacher_replies(run, cfg, teacher, tok, stop)
         if replies is None:
             return st
-        build_data(run, cfg, replies, tok)
-        finish("data", teacher_replies=len(replies))
+        own_file = run / "data" / "student_replies.json"
+        own = json.loads(own_file.read_text()) if own_file.exists() else []
+        if own_due:
+            with delta_student(run, teacher_dir) as (hybrid, _, _):
+                own = student_replies(run, cfg, hybrid, tok, stop)
+            if own is None:
+                return st
+        build_data(run, cfg, replies + own, tok)
+        finish("data", teacher_replies=len(replies), student_replies=len(own))
     d = torch.load(run / "data" / "rows.pt")
     (crow, cmask), (arow, amask), (rrow, rmask) = d["chat"], d["assist"], d["rank"]
     mixed = interleave(crow, arow, every=2)

@@ -1,4 +1,5 @@
-"""Teacher replies are saved batch by batch: a killed run keeps them, a larger budget adds to them."""
+"""Teacher replies are saved batch by batch: a killed run keeps them, a larger budget adds to them.
+Student (on-policy) replies come from the hybrid exactly as it would ship."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from pathlib import Path
 import pytest
 from distill_helpers import StopAfter
 
-from k3chat_model.distill import pipeline
+from k3chat_model.distill import ckpt, pipeline
 from k3chat_model.distill.data import ChatTokenizer
+from k3chat_model.distill.gate import delta_student
+from k3chat_model.distill.generate import generate
+from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config
+from k3chat_model.events import SamplingParams
 from k3chat_model.loading import load_model
 
 PROMPTS = [f"Tell me about topic {c}." for c in "abcdefgh"]
@@ -59,3 +64,21 @@ def test_quiz_questions_are_answered_first(setup, monkeypatch) -> None:
     replies = pipeline.teacher_replies(run, cfg, teacher, tok)
     prompts = [p for p, _ in replies]
     assert sorted(prompts[:2]) == sorted(quiz) and set(prompts[2:]) <= set(PROMPTS)
+
+
+def test_student_replies_are_the_shipped_hybrids_greedy_answers(setup) -> None:
+    run, cfg, teacher, tok = setup
+    kcfg = kda_config(teacher.config, list(range(teacher.config.num_hidden_layers)))
+    kda = init_kda_from_gqa(teacher.model.layers[1].self_attn, kcfg, 1)
+    state = {"done": True, "tokens": 0}
+    ckpt.save_atomic({"layers": {1: kda.state_dict()}, "opt": None, "state": state},
+                     run / "stage2.pt")  # fmt: skip
+    (run / "state.json").write_text(json.dumps({"done": [], "chosen": [1]}))
+    cfg.student_prompts, cfg.student_max_new = 3, 5
+    with delta_student(run, Path(cfg.teacher)) as (hybrid, _, manifest):
+        assert hybrid.config.kda_layers == [1] and manifest["kda_layers"] == [2]
+        replies = pipeline.student_replies(run, cfg, hybrid, tok)
+        greedy = SamplingParams(temperature=0.0, repetition_penalty=1.0)
+        again = generate(hybrid, [tok.prompt(p) for p, _ in replies], 5, greedy, tok.eos)
+    assert len(replies) == 3 and [r for _, r in replies] == [tok.decode(o) for o in again]
+    assert json.loads((run / "data" / "student_replies.json").read_text()) == replies
