@@ -97,8 +97,10 @@ def _reply_prompts(cfg: RunConfig, tok: ChatTokenizer, seen: set[str], want: int
     chat corpora lack), then chatterbot questions and templated instructions."""
     prompts: list[str] = []
     for pool in (quiz_prompts(), chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts()):
-        fresh = [p for p in pool if p not in seen and p not in prompts]
-        prompts += equal_length_prompts(fresh, tok, want - len(prompts), batch=cfg.gen_batch)
+        fresh = [p for p in pool if p not in seen]
+        picked = equal_length_prompts(fresh, tok, want - len(prompts), batch=cfg.gen_batch)
+        prompts += picked
+        seen = seen | set(picked)
     return prompts
 
 
@@ -204,7 +206,8 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
     teacher = load_model(teacher_dir, dtype=torch.bfloat16)
     tok = ChatTokenizer(teacher_dir)
     n_replies, n_own = st.get("teacher_replies"), st.get("student_replies", 0)
-    own_due = "chosen" in st and cfg.student_prompts > n_own
+    trained = any((run / f).exists() for f in ("stage2.pt", "stage1b.pt"))
+    own_due = "chosen" in st and trained and cfg.student_prompts > n_own
     if "data" in st["done"] and n_replies is not None and (cfg.gen_prompts > n_replies or own_due):
         st["done"].remove("data")  # a larger prompt budget generates the missing replies
         _log(run, f"data reopened: {n_replies}/{n_own} -> {cfg.gen_prompts}/"
