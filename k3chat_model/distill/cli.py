@@ -48,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument(f"--{name}", type=int)
     for name in ("stage1-lr", "stage2-lr"):
         r.add_argument(f"--{name}", type=float, help="peak learning rate")
+    r.add_argument(
+        "--stage2-top1-weight",
+        type=float,
+        help="weight of cross-entropy on the teacher's argmax added to stage 2's KL (default 0)",
+    )
     r.add_argument("--until", choices=["data", "stage1b"], help="stop after this phase")
     s = sub.add_parser("status", help="phases done, tokens, last progress line")
     s.add_argument("run_dir", type=Path)

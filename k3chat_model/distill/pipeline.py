@@ -60,6 +60,8 @@ class RunConfig:
     stage2_tokens: int = 100_000
     stage1_lr: float = 1e-3
     stage2_lr: float = 3e-4
+    stage2_top1_weight: float = 0.0
+    """Weight of the teacher-argmax cross-entropy added to stage 2's KL (see stage2.py)."""
     threads: int = 1
     ckpt_seconds: float = 240.0
 
@@ -325,6 +327,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
             Stage2Config(
                 cfg.stage2_tokens,
                 lr=cfg.stage2_lr,
+                top1_weight=cfg.stage2_top1_weight,
                 ckpt_seconds=cfg.ckpt_seconds,
                 rewarm_tokens=st.get("stage2_reopened_at", 0),
             ),

@@ -4,6 +4,14 @@ The student is a copy of the teacher with the chosen layers replaced by their st
 layers. Only the KDA parameters train (so the shipped delta is just those layers); everything
 else stays frozen in the teacher's dtype and the forward runs under bf16 autocast, with the
 delta-rule core itself in fp32.
+
+The loss is KL(teacher‖student) plus, optionally, `top1_weight` × cross-entropy on the
+teacher's argmax token. Why: greedy decoding (and the gate's factual and top-1 checks) follows
+the argmax, and KL alone leaves near-ties to chance — on the teacher's near-tied first tokens a
+student matching it to within its KL picks "Il Capo di Roma" as often as "The capital". For one
+position the mixed loss is minimised by s = (t + λ·onehot(argmax t)) / (1 + λ): the teacher's
+distribution, nudged so its top token wins ties, at a small KL cost (≈0.014 nats at a 50/50 tie
+for λ = 0.2).
 """
 
 from __future__ import annotations
@@ -30,17 +38,24 @@ class Stage2Config:
     min_lr_frac: float = 0.1
     clip: float = 1.0
     ckpt_seconds: float = 240.0
+    top1_weight: float = 0.0
+    """Weight of the cross-entropy on the teacher's argmax token, added to the KL."""
     rewarm_tokens: int = 0
     """Tokens at which a reopened (extended) run resumed: the schedule restarts there (warm-up to
     `lr`, cosine to its floor at `tokens`), since the old one had already decayed."""
 
 
-def kd_loss(t_logits: torch.Tensor, s_logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean KL(teacher‖student) over positions whose next token is in `mask`."""
+def kd_loss(
+    t_logits: torch.Tensor, s_logits: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean KL(teacher‖student) and mean cross-entropy of the student on the teacher's argmax
+    token, over positions whose next token is in `mask`."""
     m = mask[:, 1:].bool()
     t = t_logits[:, :-1][m].float().log_softmax(-1)
     s = s_logits[:, :-1][m].float().log_softmax(-1)
-    return (t.exp() * (t - s)).sum(-1).mean()
+    kl = (t.exp() * (t - s)).sum(-1).mean()
+    ce = -s.gather(-1, t.argmax(-1, keepdim=True)).mean()
+    return kl, ce
 
 
 def train_stage2(
@@ -97,7 +112,8 @@ def train_stage2(
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             s_logits = student(ids).logits
-        loss = kd_loss(t_logits, s_logits, m)
+        kl, ce = kd_loss(t_logits, s_logits, m)
+        loss = kl + cfg.top1_weight * ce if cfg.top1_weight else kl
         del s_logits
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip)
@@ -106,7 +122,7 @@ def train_stage2(
         state["step"] += 1
         state["tokens"] += step_tokens
         state["cursor"] = (state["cursor"] + cfg.batch) % len(rows)
-        lv = loss.item()
+        lv = kl.item()
         ema = lv if ema is None else 0.9 * ema + 0.1 * lv
         state["loss"] = ema
         prog.step(
@@ -115,6 +131,7 @@ def train_stage2(
             lr=lr,
             kl=lv,
             kl_ema=ema,
+            top1_ce=ce.item(),
             skipped=int(not torch.isfinite(norm)),
         )
         if time.time() - last_save > cfg.ckpt_seconds:

@@ -121,3 +121,25 @@ def test_extended_stage2_restarts_its_schedule(tmp_path: Path) -> None:
     assert lrs[4] < lrs[5]  # the extended one warms up again instead of jumping to its peak
     assert lrs[5] == pytest.approx(1e-3, rel=0.02)  # ...to the full peak, not the old curve's
     assert lrs[9] < 3e-4 and lrs[9] < lrs[6]  # and decays over the new tokens
+
+
+def test_top1_term_breaks_teacher_ties_towards_its_argmax() -> None:
+    """KL + λ·CE(argmax) is minimised by (t + λ·onehot) / (1 + λ): the teacher, nudged so that a
+    near-tied top token wins greedy decoding; λ = 0 leaves plain KL (the student matches t)."""
+    from k3chat_model.distill.stage2 import kd_loss
+
+    t_probs = torch.tensor([0.40, 0.39, 0.15, 0.06])
+    t_logits = t_probs.log().view(1, 1, 4).expand(1, 2, 4)  # position 0 predicts token 1
+    mask = torch.tensor([[1, 1]])
+    for lam in (0.0, 0.2):
+        z = torch.zeros(1, 2, 4, requires_grad=True)
+        opt = torch.optim.Adam([z], lr=0.05)
+        for _ in range(1500):
+            opt.zero_grad()
+            kl, ce = kd_loss(t_logits, z, mask)
+            (kl + lam * ce).backward()
+            opt.step()
+        got = z[0, 0].detach().softmax(-1)
+        want = (t_probs + lam * torch.nn.functional.one_hot(torch.tensor(0), 4)) / (1 + lam)
+        assert torch.allclose(got, want, atol=2e-3), (lam, got, want)
+    assert got[0] - got[1] > 0.15  # the 0.01 teacher margin became a clear one
