@@ -86,6 +86,7 @@ def train_stage2(
         state = saved["state"]
     step_tokens = cfg.batch * rows.shape[1]
     total_steps = max(1, math.ceil(cfg.tokens / step_tokens))
+    state["done"] = state["step"] >= total_steps  # a reopened run's checkpoints are not done
     # A reopened run restarts the schedule (warm-up, then cosine) over its new tokens only.
     restart = min(cfg.rewarm_tokens // step_tokens, state["step"], total_steps - 1)
     prog = ckpt.Progress("stage2", total_steps * step_tokens, state["tokens"], log_path)

@@ -114,6 +114,9 @@ def test_extended_stage2_restarts_its_schedule(tmp_path: Path) -> None:
     cfg = Stage2Config(
         tokens=10 * step_tokens, lr=1e-3, warmup_steps=2, rewarm_tokens=4 * step_tokens
     )
+    st = train_stage2(t, student, studs, rows, mask, cfg, tmp_path / "s2.pt", log, StopAfter(2))
+    assert not st["done"] and st["step"] == 6  # killed mid-extension: its checkpoint is not done
+    assert not torch.load(tmp_path / "s2.pt", weights_only=False)["state"]["done"]
     st = train_stage2(t, student, studs, rows, mask, cfg, tmp_path / "s2.pt", log)
     assert st["done"] and st["step"] == 10
     lrs = [json.loads(line)["lr"] for line in log.read_text().splitlines()]
