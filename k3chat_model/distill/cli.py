@@ -4,6 +4,7 @@ distill run    RUN [--teacher DIR] [--data-dir DIR] [--layers N] [--keep 1,2] [-
 distill status RUN
 distill gate   RUN [--delta FILE]
 distill ship   RUN [--dest DIR]
+distill rewind RUN CKPT
 """
 
 from __future__ import annotations
@@ -65,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     sh.add_argument("run_dir", type=Path)
     sh.add_argument("--dest", type=Path, default=DEFAULT_DEST)
+    rw = sub.add_parser(
+        "rewind",
+        help="make a kept stage-2 checkpoint the current one (the replaced one is kept); "
+        "`run --stage2-tokens N` then continues from it",
+    )
+    rw.add_argument("run_dir", type=Path)
+    rw.add_argument("checkpoint", type=Path)
     return p
 
 
@@ -142,11 +150,21 @@ def _ship(a: argparse.Namespace) -> int:
     return 0
 
 
+def _rewind(a: argparse.Namespace) -> int:
+    from .rewind import rewind_stage2
+
+    st = rewind_stage2(a.run_dir, a.checkpoint)
+    print(json.dumps({"done": st["done"], "stage2_tokens": st["stage2_tokens"]}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point for `k3chat model distill`; returns the exit code (errors as one line)."""
     a = _parser().parse_args(argv)
     try:
-        return {"run": _run, "status": _status, "gate": _gate, "ship": _ship}[a.cmd](a)
+        return {"run": _run, "status": _status, "gate": _gate, "ship": _ship, "rewind": _rewind}[
+            a.cmd
+        ](a)
     except K3Error as e:
         print(f"k3chat: error: {e}", file=sys.stderr)
         return 2

@@ -56,3 +56,49 @@ def test_cli_status_of_a_missing_run_is_a_one_line_error(tmp_path: Path, capsys)
         and "not a distillation run" in err
         and err.count("\n") == 1
     )
+
+
+def _stage2_run(tmp: Path) -> Path:
+    from k3chat_model.distill import ckpt
+
+    run = tmp / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"teacher": "t", "data_dir": "d"}))
+    st = {"done": ["data", "stage1", "rank", "stage1b", "stage2"], "chosen": [1]}
+    (run / "state.json").write_text(json.dumps({**st, "stage2_tokens": 300}))
+    for tokens in (100, 300):
+        saved = {
+            "layers": {1: {"w": torch.full((2,), float(tokens))}},
+            "opt": {"state": {}},
+            "state": {"step": tokens // 10, "tokens": tokens, "done": True},
+        }
+        ckpt.save_atomic(saved, run / ("stage2.pt" if tokens == 300 else "early.pt"))
+    return run
+
+
+def test_rewind_makes_a_kept_checkpoint_current_and_keeps_the_replaced_one(
+    tmp_path: Path, capsys
+) -> None:
+    run = _stage2_run(tmp_path)
+    assert main(["rewind", str(run), str(run / "early.pt")]) == 0
+    now = torch.load(run / "stage2.pt", weights_only=False)
+    assert now["state"]["tokens"] == 100 and float(now["layers"][1]["w"][0]) == 100
+    kept = torch.load(run / "stage2-300.pt", weights_only=False)
+    assert float(kept["layers"][1]["w"][0]) == 300  # the replaced checkpoint is not lost
+    st = json.loads((run / "state.json").read_text())
+    assert st["stage2_tokens"] == 100 and "stage2" in st["done"]  # a larger budget reopens it
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["stage2_tokens"] == 100
+
+
+def test_rewind_refuses_a_foreign_or_torn_checkpoint(tmp_path: Path, capsys) -> None:
+    run = _stage2_run(tmp_path)
+    other = torch.load(run / "early.pt", weights_only=False)
+    other["layers"] = {2: other["layers"][1]}
+    torch.save(other, tmp_path / "other.pt")
+    (tmp_path / "torn.pt").write_bytes(b"PK\x03\x04 not really")
+    for bad, why in (("other.pt", "holds KDA layers [2]"), ("torn.pt", "not a readable")):
+        assert main(["rewind", str(run), str(tmp_path / bad)]) == 2
+        err = capsys.readouterr().err
+        assert why in err and err.count("\n") == 1
+    assert torch.load(run / "stage2.pt", weights_only=False)["state"]["tokens"] == 300
+    assert json.loads((run / "state.json").read_text())["stage2_tokens"] == 300

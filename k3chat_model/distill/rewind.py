@@ -1,0 +1,70 @@
+"""`distill rewind RUN CKPT`: make an earlier stage-2 checkpoint the run's current one.
+
+Why: the gate's factual count moves by ±2 between neighbouring checkpoints, so a later
+continuation may be worse than a kept earlier one (session 3 of issue 7). Rewinding copies the
+kept checkpoint back as `stage2.pt` and records its token count as stage 2's, so
+`distill run RUN --stage2-tokens N` continues from it with a fresh schedule. The checkpoint it
+replaces is kept as `stage2-<tokens>.pt`: nothing trained is lost.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..errors import CheckpointError
+from . import ckpt
+from .pipeline import _log, load_run
+
+
+def _read_stage2(path: Path, chosen: list[int]) -> dict:
+    try:
+        saved = ckpt.load(path)
+    except Exception as e:  # noqa: BLE001 - torch raises many types for a bad file
+        raise CheckpointError(f"{path}: not a readable checkpoint ({e})") from e
+    if not isinstance(saved, dict) or saved.get("opt") is None or "state" not in saved:
+        raise CheckpointError(f"{path}: not a stage-2 checkpoint (no optimizer state)")
+    if sorted(saved.get("layers", {})) != sorted(chosen):
+        raise CheckpointError(
+            f"{path}: holds KDA layers {sorted(saved.get('layers', {}))}, "
+            f"the run trains {sorted(chosen)}"
+        )
+    return saved
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def rewind_stage2(run: Path, source: Path) -> dict:
+    """Make `source` (a stage-2 checkpoint of this run's layers) the current one; returns the
+    new state. A finished or mid-run checkpoint both become a finished stage 2 at its tokens."""
+    _, st = load_run(run)
+    if "chosen" not in st:
+        raise CheckpointError(f"{run}: no layers chosen yet, nothing to rewind")
+    saved = _read_stage2(source, st["chosen"])
+    tokens = int(saved["state"]["tokens"])
+    current = run / "stage2.pt"
+    if current.exists() and current.resolve() != source.resolve():
+        now = ckpt.load(current)["state"]["tokens"]
+        kept = run / f"stage2-{now}.pt"
+        if not kept.exists():
+            _copy_atomic(current, kept)
+    if current.resolve() != source.resolve():
+        saved["state"]["done"] = True
+        ckpt.save_atomic(saved, current)
+    st["done"] = [p for p in st["done"] if p != "stage2"] + ["stage2"]
+    st["stage2_tokens"] = tokens
+    st.pop("stage2_reopened_at", None)
+    ckpt.write_json(run / "state.json", st)
+    _log(run, f"stage 2 rewound to {source.name} ({tokens} tokens)")
+    return st
