@@ -7,8 +7,8 @@ delta-rule core itself in fp32.
 
 The loss is KL(teacher‖student) plus, optionally, `top1_weight` × cross-entropy on the
 teacher's argmax token. Why: greedy decoding (and the gate's factual and top-1 checks) follows
-the argmax, and KL alone leaves near-ties to chance — on the teacher's near-tied first tokens a
-student matching it to within its KL picks "Il Capo di Roma" as often as "The capital". For one
+the argmax, and KL alone leaves near-ties to chance: where the teacher's first tokens are nearly
+tied ("The" vs "Il" for Italy's capital), a student within its KL may pick either. For one
 position the mixed loss is minimised by s = (t + λ·onehot(argmax t)) / (1 + λ): the teacher's
 distribution, nudged so its top token wins ties, at a small KL cost (≈0.014 nats at a 50/50 tie
 for λ = 0.2).
