@@ -8,26 +8,37 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 
-def save_atomic(obj: Any, path: Path) -> None:
+def _write_atomic(path: Path, write: Callable[[str], object]) -> None:
+    """`write(tmp)` to a temp file beside `path`, then `os.replace` it in (never a torn file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(fd)
     try:
-        torch.save(obj, tmp)
+        write(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def save_atomic(obj: Any, path: Path) -> None:
+    _write_atomic(path, lambda tmp: torch.save(obj, tmp))
+
+
+def copy_atomic(src: Path, dst: Path) -> None:
+    _write_atomic(dst, lambda tmp: shutil.copyfile(src, tmp))
 
 
 def load(path: Path) -> Any | None:

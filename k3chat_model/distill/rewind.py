@@ -9,9 +9,6 @@ replaces is kept as `stage2-<tokens>.pt`: nothing trained is lost.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from ..errors import CheckpointError
@@ -20,6 +17,8 @@ from .pipeline import _log, load_run
 
 
 def _read_stage2(path: Path, chosen: list[int]) -> dict:
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such checkpoint file")
     try:
         saved = ckpt.load(path)
     except Exception as e:  # noqa: BLE001 - torch raises many types for a bad file
@@ -34,17 +33,6 @@ def _read_stage2(path: Path, chosen: list[int]) -> dict:
     return saved
 
 
-def _copy_atomic(src: Path, dst: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def rewind_stage2(run: Path, source: Path) -> dict:
     """Make `source` (a stage-2 checkpoint of this run's layers) the current one; returns the
     new state. A finished or mid-run checkpoint both become a finished stage 2 at its tokens."""
@@ -54,12 +42,14 @@ def rewind_stage2(run: Path, source: Path) -> dict:
     saved = _read_stage2(source, st["chosen"])
     tokens = int(saved["state"]["tokens"])
     current = run / "stage2.pt"
-    if current.exists() and current.resolve() != source.resolve():
-        now = ckpt.load(current)["state"]["tokens"]
-        kept = run / f"stage2-{now}.pt"
-        if not kept.exists():
-            _copy_atomic(current, kept)
     if current.resolve() != source.resolve():
+        if current.exists():
+            try:
+                name = f"stage2-{ckpt.load(current)['state']['tokens']}.pt"
+            except Exception:  # noqa: BLE001 - an unreadable current checkpoint is still kept
+                name = "stage2-unreadable.pt"
+            if not (run / name).exists():
+                ckpt.copy_atomic(current, run / name)
         saved["state"]["done"] = True
         ckpt.save_atomic(saved, current)
     st["done"] = [p for p in st["done"] if p != "stage2"] + ["stage2"]
