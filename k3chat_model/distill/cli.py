@@ -73,6 +73,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     rw.add_argument("run_dir", type=Path)
     rw.add_argument("checkpoint", type=Path)
+    at = sub.add_parser(
+        "attribute",
+        help="held-out KL/top-1 with each KDA layer put back to softmax attention, one at a time",
+    )
+    at.add_argument("run_dir", type=Path)
+    at.add_argument("--set", choices=["chat", "assistant", "both"], default="assistant")
+    at.add_argument("--threads", type=int, help="torch threads (default: the run's)")
     return p
 
 
@@ -158,13 +165,26 @@ def _rewind(a: argparse.Namespace) -> int:
     return 0
 
 
+def _attribute(a: argparse.Namespace) -> int:
+    from .attribute import attribute_run, format_report
+
+    print(format_report(attribute_run(a.run_dir, a.set, a.threads)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point for `k3chat model distill`; returns the exit code (errors as one line)."""
     a = _parser().parse_args(argv)
     try:
-        return {"run": _run, "status": _status, "gate": _gate, "ship": _ship, "rewind": _rewind}[
-            a.cmd
-        ](a)
+        commands = {
+            "run": _run,
+            "status": _status,
+            "gate": _gate,
+            "ship": _ship,
+            "rewind": _rewind,
+            "attribute": _attribute,
+        }
+        return commands[a.cmd](a)
     except K3Error as e:
         print(f"k3chat: error: {e}", file=sys.stderr)
         return 2

@@ -169,8 +169,9 @@ def evaluate(
     return rep
 
 
-def export_delta(run: Path) -> tuple[Path, dict]:
-    """Write the run's current best KDA layers (stage 2, else stage 1b) as a delta file."""
+def export_delta(run: Path, out_dir: Path | None = None) -> tuple[Path, dict]:
+    """Write the run's current best KDA layers (stage 2, else stage 1b) as a delta file, in
+    `RUN/delta/` (what `ship` takes after the gate) unless `out_dir` is given."""
     from ..delta import write_delta
     from . import ckpt
     from .hybrid import OFFICIAL_PREFIX, official_kda_tensors
@@ -185,7 +186,7 @@ def export_delta(run: Path) -> tuple[Path, dict]:
     tokens = {k: st.get(k, 0) for k in ("stage1_tokens", "stage1b_tokens", "stage2_tokens")}
     if src == "stage2.pt":
         tokens["stage2_tokens"] = saved["state"]["tokens"]
-    out = run / "delta" / f"k3-smol-kda{len(chosen)}.safetensors"
+    out = (out_dir or run / "delta") / f"k3-smol-kda{len(chosen)}.safetensors"
     manifest = write_delta(
         tensors,
         out,
@@ -208,15 +209,18 @@ class _Holder:
 
 
 @contextmanager
-def delta_student(run: Path, teacher_dir: Path) -> Iterator[tuple[K3ForCausalLM, Path, dict]]:
+def delta_student(
+    run: Path, teacher_dir: Path, keep_delta: bool = True
+) -> Iterator[tuple[K3ForCausalLM, Path, dict]]:
     """(student, delta path, manifest): the run's exported delta applied to a temp copy of the
-    teacher and loaded in bf16 by the engine, i.e. exactly what would ship."""
+    teacher and loaded in bf16 by the engine, i.e. exactly what would ship. The delta is kept in
+    `RUN/delta/` only with `keep_delta` (the gate's, for `ship`)."""
     from ..delta import apply_delta
     from ..loading import load_model
 
-    delta_path, manifest = export_delta(run)
     tmp = Path(tempfile.mkdtemp(prefix="k3gate-"))
     try:
+        delta_path, manifest = export_delta(run, None if keep_delta else tmp)
         work = tmp / "k3-smol"
         shutil.copytree(teacher_dir, work)
         apply_delta(work, delta_path, manifest["sha256"])

@@ -222,7 +222,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         own_file = run / "data" / "student_replies.json"
         own = json.loads(own_file.read_text()) if own_file.exists() else []
         if own_due:
-            with delta_student(run, teacher_dir) as (hybrid, _, _):
+            with delta_student(run, teacher_dir, keep_delta=False) as (hybrid, _, _):
                 own = student_replies(run, cfg, hybrid, tok, stop)
             if own is None:
                 return st
