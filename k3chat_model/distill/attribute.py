@@ -16,23 +16,7 @@ from pathlib import Path
 import torch
 
 from ..model import K3ForCausalLM
-from .gate import Seq
-from .metrics import kl_top1
-
-
-@torch.no_grad()
-def _teacher_logits(teacher: K3ForCausalLM, seqs: list[Seq]) -> list[torch.Tensor]:
-    return [teacher(torch.tensor([ids])).logits[:, :-1] for ids, _ in seqs]
-
-
-@torch.no_grad()
-def _metrics(student: K3ForCausalLM, seqs: list[Seq], ref: list[torch.Tensor]) -> dict:
-    kl = agree = n = 0.0
-    for (ids, mask), t in zip(seqs, ref, strict=True):
-        s = student(torch.tensor([ids])).logits[:, :-1]
-        a, b, c = kl_top1(t, s, torch.tensor([mask[1:]]))
-        kl, agree, n = kl + a, agree + b, n + c
-    return {"kl": kl / max(n, 1), "top1": agree / max(n, 1), "tokens": int(n)}
+from .gate import Seq, kl_metrics
 
 
 def leave_one_out(
@@ -43,13 +27,14 @@ def leave_one_out(
     `student` is the hybrid (KDA at `layers`, everything else the teacher's); its modules are
     swapped back in place and restored before returning.
     """
-    ref = _teacher_logits(teacher, seqs)
-    out: dict = {"hybrid": _metrics(student, seqs, ref), "restored": {}}
+    with torch.no_grad():
+        ref = [teacher(torch.tensor([ids])).logits for ids, _ in seqs]
+    out: dict = {"hybrid": kl_metrics(teacher, student, seqs, ref), "restored": {}}
     for i in layers:
         kda = student.model.layers[i].self_attn
         student.model.layers[i].self_attn = teacher.model.layers[i].self_attn
         try:
-            out["restored"][i] = _metrics(student, seqs, ref)
+            out["restored"][i] = kl_metrics(teacher, student, seqs, ref)
         finally:
             student.model.layers[i].self_attn = kda
     return out
@@ -81,8 +66,8 @@ def attribute_run(run: Path, which: str = "assistant", threads: int | None = Non
             rows = [
                 {
                     "layer": i,
-                    "kl": round(m["kl"], 4),
-                    "top1": round(m["top1"], 4),
+                    "kl": m["kl"],
+                    "top1": m["top1"],
                     "kl_gain": round(base["kl"] - m["kl"], 4),
                     "top1_gain": round(m["top1"] - base["top1"], 4),
                 }
@@ -90,7 +75,7 @@ def attribute_run(run: Path, which: str = "assistant", threads: int | None = Non
             ]
             rows.sort(key=lambda r: -r["kl_gain"])
             report[name] = {
-                "hybrid": {k: round(v, 4) for k, v in base.items()},
+                "hybrid": base,
                 "restored": rows,
             }
     report["layers"] = st["chosen"]

@@ -78,14 +78,21 @@ def assistant_sequences(tok: ChatTokenizer, pairs: list[list[str]]) -> list[Seq]
 
 
 @torch.no_grad()
-def kl_metrics(teacher: K3ForCausalLM, student: K3ForCausalLM, seqs: list[Seq]) -> dict[str, float]:
-    """Mean KL(teacher‖student) per scored token and top-1 agreement, one sequence at a time."""
+def kl_metrics(
+    teacher: K3ForCausalLM,
+    student: K3ForCausalLM,
+    seqs: list[Seq],
+    teacher_logits: list[torch.Tensor] | None = None,
+) -> dict[str, float]:
+    """Mean KL(teacher‖student) per scored token and top-1 agreement, one sequence at a time.
+
+    `teacher_logits` (one entry per sequence) skips the teacher forward when already known.
+    """
     kl = agree = n = 0.0
-    for ids, mask in seqs:
+    for j, (ids, mask) in enumerate(seqs):
         x = torch.tensor([ids])
-        a, b, c = kl_top1(
-            teacher(x).logits[:, :-1], student(x).logits[:, :-1], torch.tensor([mask[1:]])
-        )
+        t = teacher_logits[j] if teacher_logits is not None else teacher(x).logits
+        a, b, c = kl_top1(t[:, :-1], student(x).logits[:, :-1], torch.tensor([mask[1:]]))
         kl, agree, n = kl + a, agree + b, n + c
     return {"kl": round(kl / max(n, 1), 4), "top1": round(agree / max(n, 1), 4), "tokens": int(n)}
 
