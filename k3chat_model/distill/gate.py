@@ -180,13 +180,20 @@ def export_delta(run: Path, out_dir: Path | None = None) -> tuple[Path, dict]:
     """Write the run's current best KDA layers (stage 2, else stage 1b) as a delta file, in
     `RUN/delta/` (what `ship` takes after the gate) unless `out_dir` is given."""
     from ..delta import write_delta
+    from ..errors import CheckpointError
     from . import ckpt
     from .hybrid import OFFICIAL_PREFIX, official_kda_tensors
 
-    st = json.loads((run / "state.json").read_text())
-    chosen = st["chosen"]
+    state = run / "state.json"
+    st = json.loads(state.read_text()) if state.exists() else {}
     src = "stage2.pt" if (run / "stage2.pt").exists() else "stage1b.pt"
     saved = ckpt.load(run / src)
+    if "chosen" not in st or saved is None:
+        raise CheckpointError(
+            f"{run}: no trained KDA layers to export yet",
+            hint="`distill run` it until stage 1b has finished",
+        )
+    chosen = st["chosen"]
     tensors = official_kda_tensors({i: _Holder(saved["layers"][i]) for i in chosen})
     n_bytes_bf16 = sum(t.numel() * 2 for t in tensors.values())
     dtype = "bf16" if n_bytes_bf16 <= 58e6 else "int8"

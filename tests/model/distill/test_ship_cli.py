@@ -102,3 +102,16 @@ def test_rewind_refuses_a_foreign_or_torn_checkpoint(tmp_path: Path, capsys) -> 
         assert why in err and err.count("\n") == 1
     assert torch.load(run / "stage2.pt", weights_only=False)["state"]["tokens"] == 300
     assert json.loads((run / "state.json").read_text())["stage2_tokens"] == 300
+
+
+def test_gating_a_run_with_no_trained_layers_is_a_clear_error(tmp_path: Path) -> None:
+    from k3chat_model.distill.gate import export_delta
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"teacher": "t", "data_dir": "d"}))
+    with pytest.raises(CheckpointError, match="no trained KDA layers"):
+        export_delta(run)
+    (run / "state.json").write_text(json.dumps({"done": ["data", "stage1", "rank"], "chosen": [1]}))
+    with pytest.raises(CheckpointError, match="no trained KDA layers"):
+        export_delta(run)
