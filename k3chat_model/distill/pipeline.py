@@ -25,6 +25,7 @@ from .data import (
     equal_length_prompts,
     instruction_prompts,
     interleave,
+    more_instruction_prompts,
     pack,
 )
 from .gate import delta_student
@@ -96,9 +97,15 @@ def init_run(run: Path, cfg: RunConfig) -> None:
 
 def _reply_prompts(cfg: RunConfig, tok: ChatTokenizer, seen: set[str], want: int) -> list[str]:
     """Up to `want` unused prompts; short factual questions first (the one-line Q->A form the
-    chat corpora lack), then chatterbot questions and templated instructions."""
+    chat corpora lack), then chatterbot questions and templated instructions, then instructions
+    on more topics (held-out assistant KL lags the training replies': more varied replies)."""
     prompts: list[str] = []
-    for pool in (quiz_prompts(), chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts()):
+    pools = (
+        quiz_prompts(),
+        chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts(),
+        more_instruction_prompts(),
+    )
+    for pool in pools:
         fresh = [p for p in pool if p not in seen]
         picked = equal_length_prompts(fresh, tok, want - len(prompts), batch=cfg.gen_batch)
         prompts += picked

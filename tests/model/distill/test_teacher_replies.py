@@ -25,6 +25,7 @@ def setup(teacher_dir: Path, tmp_path: Path, monkeypatch):
     monkeypatch.setattr(pipeline, "chatterbot_questions", lambda _d: PROMPTS[:4])
     monkeypatch.setattr(pipeline, "instruction_prompts", lambda: PROMPTS[4:])
     monkeypatch.setattr(pipeline, "quiz_prompts", lambda: [])
+    monkeypatch.setattr(pipeline, "more_instruction_prompts", lambda: [])
     run = tmp_path / "run"
     (run / "data").mkdir(parents=True)
     cfg = pipeline.RunConfig(

@@ -1,0 +1,30 @@
+"""Training reply prompts never touch the gate's held-out assistant topics, so held-out
+assistant KL measures generalisation, not recall of trained replies."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from k3chat_model.distill.data import (
+    MORE_TOPICS,
+    TOPICS,
+    instruction_prompts,
+    more_instruction_prompts,
+)
+from k3chat_model.distill.gate import ASSISTANT_FILE
+from k3chat_model.distill.gate_data import HELDOUT_TOPICS
+
+
+def test_training_topics_never_name_a_heldout_topic() -> None:
+    for topic in TOPICS + MORE_TOPICS:
+        for held in HELDOUT_TOPICS:
+            assert not re.search(rf"\b{re.escape(held.lower())}\b", topic.lower()), (topic, held)
+
+
+def test_more_topics_only_add_new_prompts() -> None:
+    assert len(set(MORE_TOPICS)) == len(MORE_TOPICS) >= 150
+    first, more = set(instruction_prompts()), set(more_instruction_prompts())
+    assert not first & more
+    held = {p for p, _ in json.loads(ASSISTANT_FILE.read_text())}
+    assert len(held) == 32 and not held & (first | more)
