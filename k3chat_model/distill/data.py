@@ -382,12 +382,8 @@ def chatterbot_questions(data_dir: Path) -> list[str]:
     return sorted(set(out))
 
 
-def instruction_prompts() -> list[str]:
-    return [t.format(t=topic) for topic in TOPICS for t in TEMPLATES]
-
-
-def more_instruction_prompts() -> list[str]:
-    return [t.format(t=topic) for topic in MORE_TOPICS for t in TEMPLATES]
+def instruction_prompts(topics: list[str] = TOPICS) -> list[str]:
+    return [t.format(t=topic) for topic in topics for t in TEMPLATES]
 
 
 def pack(

@@ -18,6 +18,7 @@ from ..events import SamplingParams
 from ..loading import load_model
 from . import ckpt
 from .data import (
+    MORE_TOPICS,
     SEED,
     ChatTokenizer,
     chatterbot_questions,
@@ -25,7 +26,6 @@ from .data import (
     equal_length_prompts,
     instruction_prompts,
     interleave,
-    more_instruction_prompts,
     pack,
 )
 from .gate import delta_student
@@ -103,7 +103,7 @@ def _reply_prompts(cfg: RunConfig, tok: ChatTokenizer, seen: set[str], want: int
     pools = (
         quiz_prompts(),
         chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts(),
-        more_instruction_prompts(),
+        instruction_prompts(MORE_TOPICS),
     )
     for pool in pools:
         fresh = [p for p in pool if p not in seen]

@@ -10,7 +10,6 @@ from k3chat_model.distill.data import (
     MORE_TOPICS,
     TOPICS,
     instruction_prompts,
-    more_instruction_prompts,
 )
 from k3chat_model.distill.gate import ASSISTANT_FILE
 from k3chat_model.distill.gate_data import HELDOUT_TOPICS
@@ -24,7 +23,7 @@ def test_training_topics_never_name_a_heldout_topic() -> None:
 
 def test_more_topics_only_add_new_prompts() -> None:
     assert len(set(MORE_TOPICS)) == len(MORE_TOPICS) >= 150
-    first, more = set(instruction_prompts()), set(more_instruction_prompts())
+    first, more = set(instruction_prompts()), set(instruction_prompts(MORE_TOPICS))
     assert not first & more
     held = {p for p, _ in json.loads(ASSISTANT_FILE.read_text())}
     assert len(held) == 32 and not held & (first | more)

@@ -23,9 +23,10 @@ PROMPTS = [f"Tell me about topic {c}." for c in "abcdefgh"]
 @pytest.fixture
 def setup(teacher_dir: Path, tmp_path: Path, monkeypatch):
     monkeypatch.setattr(pipeline, "chatterbot_questions", lambda _d: PROMPTS[:4])
-    monkeypatch.setattr(pipeline, "instruction_prompts", lambda: PROMPTS[4:])
+    monkeypatch.setattr(
+        pipeline, "instruction_prompts", lambda topics=None: [] if topics else PROMPTS[4:]
+    )
     monkeypatch.setattr(pipeline, "quiz_prompts", lambda: [])
-    monkeypatch.setattr(pipeline, "more_instruction_prompts", lambda: [])
     run = tmp_path / "run"
     (run / "data").mkdir(parents=True)
     cfg = pipeline.RunConfig(
