@@ -5,6 +5,7 @@ distill status RUN
 distill gate   RUN [--delta FILE]
 distill ship   RUN [--dest DIR]
 distill rewind RUN CKPT
+distill timed  RUN --device cuda --seconds S [--batch N] [--lr X] [--top1-weight X]
 """
 
 from __future__ import annotations
@@ -80,7 +81,39 @@ def _parser() -> argparse.ArgumentParser:
     at.add_argument("run_dir", type=Path)
     at.add_argument("--set", choices=["chat", "assistant", "both"], default="assistant")
     at.add_argument("--threads", type=int, help="torch threads (default: the run's)")
+    tm = sub.add_parser(
+        "timed",
+        help="continue stage 2 on a device for a fixed wall-clock budget; writes "
+        "RUN/stage2-timed.pt (best held-out snapshot) and RUN/timed.json",
+    )
+    tm.add_argument("run_dir", type=Path)
+    tm.add_argument("--device", default="cuda", help="torch device (default: cuda)")
+    tm.add_argument("--seconds", type=float, required=True, help="wall-clock budget, all in")
+    tm.add_argument("--batch", type=int, default=32, help="rows of 512 tokens per step")
+    tm.add_argument("--lr", type=float, default=3e-4, help="peak learning rate")
+    tm.add_argument("--top1-weight", type=float, default=0.2, help="as `run --stage2-top1-weight`")
+    tm.add_argument("--evals", type=int, default=4, help="held-out evaluations (best one kept)")
+    tm.add_argument("--teacher", type=Path, help="teacher dir (default: the run's)")
+    tm.add_argument("--data-dir", type=Path, help="data dir (default: the run's)")
     return p
+
+
+def _timed(a: argparse.Namespace) -> int:
+    from .timed import timed_stage2
+
+    report = timed_stage2(
+        a.run_dir,
+        device=a.device,
+        seconds=a.seconds,
+        batch=a.batch,
+        lr=a.lr,
+        top1_weight=a.top1_weight,
+        evals=a.evals,
+        teacher_dir=a.teacher,
+        data_dir=a.data_dir,
+    )
+    print(json.dumps(report, indent=1))
+    return 0
 
 
 def _run(a: argparse.Namespace) -> int:
@@ -183,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             "ship": _ship,
             "rewind": _rewind,
             "attribute": _attribute,
+            "timed": _timed,
         }
         return commands[a.cmd](a)
     except K3Error as e:

@@ -88,11 +88,13 @@ def kl_metrics(
 
     `teacher_logits` (one entry per sequence) skips the teacher forward when already known.
     """
+    dev = student.model.embed_tokens.weight.device
     kl = agree = n = 0.0
     for j, (ids, mask) in enumerate(seqs):
-        x = torch.tensor([ids])
+        x = torch.tensor([ids], device=dev)
         t = teacher_logits[j] if teacher_logits is not None else teacher(x).logits
-        a, b, c = kl_top1(t[:, :-1], student(x).logits[:, :-1], torch.tensor([mask[1:]]))
+        m = torch.tensor([mask[1:]], device=dev)
+        a, b, c = kl_top1(t[:, :-1], student(x).logits[:, :-1], m)
         kl, agree, n = kl + a, agree + b, n + c
     return {"kl": round(kl / max(n, 1), 4), "top1": round(agree / max(n, 1), 4), "tokens": int(n)}
 

@@ -92,7 +92,7 @@ def kda_forward_train(mod: KimiDeltaAttention, x: torch.Tensor) -> torch.Tensor:
     v = v.view(B, T, H, D).float()
     g = mod.decay(mod.f_b_proj(mod.f_a_proj(x)).view(B, T, H, D))
     beta = torch.sigmoid(mod.b_proj(x).float())
-    with torch.autocast("cpu", enabled=False):
+    with torch.autocast(x.device.type, enabled=False):
         o = chunk_kda_train(q.float(), k.float(), v, g.float(), beta, scale=D**-0.5)
     gate = mod.g_proj(x) if hasattr(mod, "g_proj") else mod.g_b_proj(mod.g_a_proj(x))
     o = mod.o_norm(o, gate.view(B, T, H, D))

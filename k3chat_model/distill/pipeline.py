@@ -236,7 +236,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         build_data(run, cfg, replies + own, tok)
         finish("data", teacher_replies=len(replies), student_replies=len(own))
     d = torch.load(run / "data" / "rows.pt")
-    (crow, cmask), (arow, amask), (rrow, rmask) = d["chat"], d["assist"], d["rank"]
+    (crow, _), (arow, _), (rrow, rmask) = d["chat"], d["assist"], d["rank"]
     mixed = interleave(crow, arow, every=2)
     kcfg = kda_config(teacher.config, list(range(teacher.config.num_hidden_layers)))
 
@@ -323,14 +323,11 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         _log(run, f"stage 2 reopened: {st['stage2_tokens']} -> {cfg.stage2_tokens} tokens")
     if "stage2" not in st["done"]:
         students, student = load_hybrid(run, teacher_dir, chosen, "stage1b.pt")
-        a_first = interleave(arow, crow, every=1)
-        amask_full = interleave(amask, cmask, every=1)
         s = train_stage2(
             teacher,
             student,
             students,
-            a_first,
-            amask_full,
+            *stage2_rows(run),
             Stage2Config(
                 cfg.stage2_tokens,
                 lr=cfg.stage2_lr,
@@ -346,6 +343,17 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
             return st
         finish("stage2", stage2_tokens=s["tokens"])
     return st
+
+
+def stage2_rows(run: Path, all_chat: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stage 2's (rows, mask): each reply row followed by a chat row (chat rows cycle, so only
+    the first len(replies) are used). With `all_chat`, each chat row is followed by a reply row
+    instead (replies cycle): for budgets of many passes, more varied chat text."""
+    d = torch.load(run / "data" / "rows.pt")
+    (crow, cmask), (arow, amask) = d["chat"], d["assist"]
+    if all_chat:
+        return interleave(crow, arow, every=1), interleave(cmask, amask, every=1)
+    return interleave(arow, crow, every=1), interleave(amask, cmask, every=1)
 
 
 def _load_earlier(prev: Path, mods: dict) -> None:

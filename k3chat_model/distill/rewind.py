@@ -23,8 +23,8 @@ def _read_stage2(path: Path, chosen: list[int]) -> dict:
         saved = ckpt.load(path)
     except Exception as e:  # noqa: BLE001 - torch raises many types for a bad file
         raise CheckpointError(f"{path}: not a readable checkpoint ({e})") from e
-    if not isinstance(saved, dict) or saved.get("opt") is None or "state" not in saved:
-        raise CheckpointError(f"{path}: not a stage-2 checkpoint (no optimizer state)")
+    if not isinstance(saved, dict) or "layers" not in saved or "state" not in saved:
+        raise CheckpointError(f"{path}: not a stage-2 checkpoint (no layers or state)")
     if sorted(saved.get("layers", {})) != sorted(chosen):
         raise CheckpointError(
             f"{path}: holds KDA layers {sorted(saved.get('layers', {}))}, "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,8 +69,13 @@ def train_stage2(
     ckpt_path: Path,
     log_path: Path | None = None,
     stop: ckpt.StopFlag | None = None,
+    on_step: Callable[[dict], None] | None = None,
 ) -> dict:
-    """Train the KDA layers of `student` (which holds `students`) until `cfg.tokens`; resumable."""
+    """Train the KDA layers of `student` (which holds `students`) until `cfg.tokens`; resumable.
+
+    Runs on the student's device (bf16 autocast there); `rows`/`mask` may stay on the CPU.
+    `on_step(state)` is called after every step (e.g. to evaluate or snapshot).
+    """
     layers = sorted(students)
     student.requires_grad_(False)
     params = []
@@ -82,7 +88,8 @@ def train_stage2(
     if saved is not None:
         for i in layers:
             students[i].load_state_dict(saved["layers"][i])
-        opt.load_state_dict(saved["opt"])
+        if saved["opt"] is not None:  # None: weights only (e.g. brought back from a GPU run)
+            opt.load_state_dict(saved["opt"])
         state = saved["state"]
     step_tokens = cfg.batch * rows.shape[1]
     total_steps = max(1, math.ceil(cfg.tokens / step_tokens))
@@ -94,11 +101,12 @@ def train_stage2(
     def save() -> None:
         ckpt.save_training(ckpt_path, students, layers, opt, state)
 
+    device = params[0].device
     last_save = time.time()
     ema = None
     while state["step"] < total_steps and not (stop and stop.stop):
         idx = [(state["cursor"] + j) % len(rows) for j in range(cfg.batch)]
-        ids, m = rows[idx].long(), mask[idx]
+        ids, m = rows[idx].long().to(device), mask[idx].to(device)
         with torch.no_grad():
             t_logits = teacher(ids).logits
         lr = lr_at(
@@ -111,7 +119,7 @@ def train_stage2(
         for gr in opt.param_groups:
             gr["lr"] = lr
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(device.type, dtype=torch.bfloat16):
             s_logits = student(ids).logits
         kl, ce = kd_loss(t_logits, s_logits, m)
         loss = kl + cfg.top1_weight * ce if cfg.top1_weight else kl
@@ -135,6 +143,8 @@ def train_stage2(
             top1_ce=ce.item(),
             skipped=int(not torch.isfinite(norm)),
         )
+        if on_step:
+            on_step(state)
         if time.time() - last_save > cfg.ckpt_seconds:
             save()
             last_save = time.time()

@@ -1,0 +1,73 @@
+"""`distill timed`: stage 2 for a wall-clock budget keeps the best held-out snapshot, and the
+weights-only checkpoint it writes can be rewound to and trained on like any other."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from distill_helpers import VOCAB
+
+from k3chat_model.distill import ckpt, timed
+from k3chat_model.distill.cli import main
+from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config
+from k3chat_model.distill.pipeline import load_hybrid
+from k3chat_model.distill.stage2 import Stage2Config, train_stage2
+from k3chat_model.loading import load_model
+
+
+def _rows(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    rows = torch.randint(3, VOCAB, (n, 32), generator=torch.Generator().manual_seed(seed))
+    return rows.to(torch.int32), torch.ones_like(rows, dtype=torch.uint8)
+
+
+def _run(tmp: Path, teacher_dir: Path) -> Path:
+    run = tmp / "run"
+    (run / "data").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"teacher": str(teacher_dir), "data_dir": "-"}))
+    st = {"done": ["data", "stage1", "rank", "stage1b", "stage2"], "chosen": [1],
+          "stage2_tokens": 640}  # fmt: skip
+    (run / "state.json").write_text(json.dumps(st))
+    teacher = load_model(teacher_dir)
+    kcfg = kda_config(teacher.config, [0, 1, 2, 3])
+    kda = init_kda_from_gqa(teacher.model.layers[1].self_attn, kcfg, 1)
+    ckpt.save_atomic(
+        {"layers": {1: kda.state_dict()}, "opt": None, "state": {"tokens": 640, "done": True}},
+        run / "stage2.pt",
+    )
+    torch.save({"chat": _rows(6, 1), "assist": _rows(3, 2), "rank": _rows(2, 3)},
+               run / "data" / "rows.pt")  # fmt: skip
+    return run
+
+
+def test_timed_stage2_keeps_best_snapshot_as_a_resumable_checkpoint(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    run = _run(tmp_path, teacher_dir)
+    held = [(r.tolist(), [1] * 32) for r in _rows(4, 9)[0]]
+    monkeypatch.setattr(timed, "chat_sequences", lambda _tok, _d: held[:2])
+    monkeypatch.setattr(timed, "assistant_sequences", lambda _tok, _pairs: held[2:])
+    monkeypatch.setattr(timed, "heldout_assistant", lambda _t, _tok: [])
+    rep = timed.timed_stage2(
+        run, device="cpu", seconds=6, batch=2, lr=3e-3, evals=2, log=lambda _m: None
+    )
+    assert rep["steps"] >= 2 and rep["rate_tok_s"] > 0 and len(rep["evals"]) == 2
+    worst = min(rep["start"]["chat"]["top1"], rep["start"]["assistant"]["top1"])
+    assert min(rep["best"]["chat"]["top1"], rep["best"]["assistant"]["top1"]) >= worst
+    assert rep["evals"][-1]["assistant"]["kl"] < rep["start"]["assistant"]["kl"]
+    saved = ckpt.load(run / "stage2-timed.pt")
+    assert saved["opt"] is None and sorted(saved["layers"]) == [1]
+    assert saved["state"]["tokens"] == 640 + rep["best"].get("tokens", 0)
+    assert not (run / "stage2-timed-train.pt").exists()  # scratch checkpoints are removed
+
+    assert main(["rewind", str(run), str(run / "stage2-timed.pt")]) == 0
+    students, student = load_hybrid(run, teacher_dir, [1], "stage2.pt")
+    for k, v in saved["layers"][1].items():  # the best snapshot, not the last step
+        assert torch.equal(students[1].state_dict()[k], v)
+    rows, mask = _rows(4, 4)
+    st = train_stage2(
+        load_model(teacher_dir), student, students, rows, mask,
+        Stage2Config(tokens=3 * 2 * 32, lr=1e-3, warmup_steps=1), run / "stage2.pt",
+    )  # fmt: skip
+    assert st["done"] and ckpt.load(run / "stage2.pt")["opt"] is not None
