@@ -18,6 +18,7 @@ from ..events import SamplingParams
 from ..loading import load_model
 from . import ckpt
 from .data import (
+    EXTRA_TOPICS,
     MORE_TOPICS,
     SEED,
     ChatTokenizer,
@@ -98,12 +99,14 @@ def init_run(run: Path, cfg: RunConfig) -> None:
 def _reply_prompts(cfg: RunConfig, tok: ChatTokenizer, seen: set[str], want: int) -> list[str]:
     """Up to `want` unused prompts; short factual questions first (the one-line Q->A form the
     chat corpora lack), then chatterbot questions and templated instructions, then instructions
-    on more topics (held-out assistant KL lags the training replies': more varied replies)."""
+    on more topics, then on further ones (held-out assistant KL and top-1 lag the training
+    replies': more varied replies)."""
     prompts: list[str] = []
     pools = (
         quiz_prompts(),
         chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts(),
         instruction_prompts(MORE_TOPICS),
+        instruction_prompts(EXTRA_TOPICS),
     )
     for pool in pools:
         fresh = [p for p in pool if p not in seen]

@@ -7,6 +7,7 @@ import json
 import re
 
 from k3chat_model.distill.data import (
+    EXTRA_TOPICS,
     MORE_TOPICS,
     TOPICS,
     instruction_prompts,
@@ -16,7 +17,7 @@ from k3chat_model.distill.gate_data import HELDOUT_TOPICS
 
 
 def test_training_topics_never_name_a_heldout_topic() -> None:
-    for topic in TOPICS + MORE_TOPICS:
+    for topic in TOPICS + MORE_TOPICS + EXTRA_TOPICS:
         for held in HELDOUT_TOPICS:
             assert not re.search(rf"\b{re.escape(held.lower())}\b", topic.lower()), (topic, held)
 
@@ -24,6 +25,9 @@ def test_training_topics_never_name_a_heldout_topic() -> None:
 def test_more_topics_only_add_new_prompts() -> None:
     assert len(set(MORE_TOPICS)) == len(MORE_TOPICS) >= 150
     first, more = set(instruction_prompts()), set(instruction_prompts(MORE_TOPICS))
-    assert not first & more
+    extra = set(instruction_prompts(EXTRA_TOPICS))
+    n = len(EXTRA_TOPICS)
+    assert len(set(EXTRA_TOPICS)) == n >= 400 and len(extra) == 8 * n
+    assert not first & more and not (first | more) & extra
     held = {p for p, _ in json.loads(ASSISTANT_FILE.read_text())}
-    assert len(held) == 32 and not held & (first | more)
+    assert len(held) == 32 and not held & (first | more | extra)
