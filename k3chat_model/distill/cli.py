@@ -99,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _timed(a: argparse.Namespace) -> int:
+    from .ckpt import StopFlag
     from .timed import timed_stage2
 
     report = timed_stage2(
@@ -111,6 +112,7 @@ def _timed(a: argparse.Namespace) -> int:
         evals=a.evals,
         teacher_dir=a.teacher,
         data_dir=a.data_dir,
+        stop=StopFlag().install(),
     )
     print(json.dumps(report, indent=1))
     return 0

@@ -48,8 +48,13 @@ def timed_stage2(
     teacher_dir: Path | None = None,
     data_dir: Path | None = None,
     log: Callable[[str], None] = print,
+    stop: ckpt.StopFlag | None = None,
 ) -> dict:
-    """Continue the run's stage 2 on `device` for about `seconds`; returns the report."""
+    """Continue the run's stage 2 on `device` for about `seconds`; returns the report.
+
+    Stopped early (`stop`, e.g. Ctrl-C), it still writes the best snapshot evaluated so far.
+    The run's own checkpoints are never modified.
+    """
     t_end = time.time() + seconds
     cfg, st = load_run(run)
     teacher_dir = Path(teacher_dir or cfg.teacher)
@@ -120,16 +125,23 @@ def timed_stage2(
             warmup_steps=20,
             top1_weight=top1_weight,
             ckpt_seconds=1e9,
-        ),  # fmt: skip
+        ),
         scratch,
         run / "train_log.jsonl",
+        stop,
         on_step=on_step,
     )
     scratch.unlink(missing_ok=True)
     base = int(ckpt.load(run / "stage2.pt")["state"]["tokens"])  # what the start weights saw
     chosen = next((e for e in report["evals"] if e["step"] == best["step"]), start)
-    report.update(best_step=best["step"], best=chosen, steps=state["step"],
-                  tokens=state["tokens"], seconds=round(seconds - (t_end - time.time())))  # fmt: skip
+    report.update(
+        best_step=best["step"],
+        best=chosen,
+        steps=state["step"],
+        tokens=state["tokens"],
+        stopped=not state["done"],
+        seconds=round(seconds - (t_end - time.time())),
+    )
     ckpt.save_atomic(
         {
             "layers": best["weights"],
@@ -141,7 +153,7 @@ def timed_stage2(
                 "done": True,
                 "loss": None,
                 "timed": report,
-            },  # fmt: skip
+            },
         },
         run / "stage2-timed.pt",
     )

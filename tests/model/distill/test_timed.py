@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import torch
-from distill_helpers import VOCAB
+from distill_helpers import VOCAB, StopAfter
 
 from k3chat_model.distill import ckpt, timed
 from k3chat_model.distill.cli import main
@@ -71,3 +71,22 @@ def test_timed_stage2_keeps_best_snapshot_as_a_resumable_checkpoint(
         Stage2Config(tokens=3 * 2 * 32, lr=1e-3, warmup_steps=1), run / "stage2.pt",
     )  # fmt: skip
     assert st["done"] and ckpt.load(run / "stage2.pt")["opt"] is not None
+
+
+def test_stopped_timed_run_still_writes_its_best_snapshot_and_leaves_the_run_alone(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    run = _run(tmp_path, teacher_dir)
+    before = (run / "stage2.pt").read_bytes()
+    held = [(r.tolist(), [1] * 32) for r in _rows(2, 9)[0]]
+    monkeypatch.setattr(timed, "chat_sequences", lambda _tok, _d: held[:1])
+    monkeypatch.setattr(timed, "assistant_sequences", lambda _tok, _pairs: held[1:])
+    monkeypatch.setattr(timed, "heldout_assistant", lambda _t, _tok: [])
+    rep = timed.timed_stage2(
+        run, device="cpu", seconds=30, batch=2, evals=1, log=lambda _m: None, stop=StopAfter(2)
+    )
+    assert rep["stopped"] and rep["steps"] == 2 and rep["best_step"] == 0  # no eval reached
+    saved = ckpt.load(run / "stage2-timed.pt")
+    assert saved["state"]["tokens"] == 640 and sorted(saved["layers"]) == [1]
+    assert (run / "stage2.pt").read_bytes() == before
+    assert not (run / "stage2-timed-train.pt").exists()
