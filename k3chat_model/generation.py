@@ -1,4 +1,8 @@
-"""Token sampling: repetition penalty, temperature, top-k, top-p (HF semantics)."""
+"""Token sampling: repetition penalty, temperature, top-k, top-p (HF semantics).
+
+One batched implementation (`candidates`) serves the app's one-row `sample_next` and the
+distillation's batched generation, so both sample from exactly the same distribution.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +12,22 @@ from .events import SamplingParams
 
 
 def apply_repetition_penalty(logits: torch.Tensor, recent: torch.Tensor, penalty: float) -> torch.Tensor:
-    """Divide positive / multiply negative logits of tokens seen recently (CTRL-style, as HF)."""
+    """logits [B, V], recent [B, W] token ids: divide positive / multiply negative logits of each
+    row's recent tokens (CTRL-style, as HF)."""
     if penalty == 1.0 or recent.numel() == 0:
         return logits
-    seen = torch.unique(recent)
-    vals = logits[seen]
-    logits = logits.clone()
-    logits[seen] = torch.where(vals > 0, vals / penalty, vals * penalty)
-    return logits
+    seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, recent, True)
+    return torch.where(seen, torch.where(logits > 0, logits / penalty, logits * penalty), logits)
 
 
-def sample_next(logits: torch.Tensor, params: SamplingParams, recent: torch.Tensor,
-                generator: torch.Generator | None = None) -> int:
-    """logits [vocab] (any float dtype) -> next token id."""
+def candidates(logits: torch.Tensor, params: SamplingParams,
+               recent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(probs [B, k], token ids [B, k]) to sample from, for logits [B, V] (any float dtype) and
+    recent [B, W]. Greedy (temperature 0) gives k = 1 with probability 1."""
     logits = apply_repetition_penalty(logits.float(), recent, params.repetition_penalty)
     if params.temperature <= 0:
-        return int(logits.argmax())
+        top = logits.argmax(-1, keepdim=True)
+        return torch.ones_like(top, dtype=torch.float32), top
     logits = logits / params.temperature
     # candidates sorted by logit: the top-k (cheap) or, without top-k, the whole vocabulary
     k = params.top_k if params.top_k and params.top_k < logits.shape[-1] else logits.shape[-1]
@@ -32,4 +36,13 @@ def sample_next(logits: torch.Tensor, params: SamplingParams, recent: torch.Tens
     if 0 < params.top_p < 1:
         drop = probs.cumsum(-1) - probs > params.top_p
         probs = probs.masked_fill(drop, 0)
-    return int(order[torch.multinomial(probs, 1, generator=generator)])
+    return probs, order
+
+
+def sample_next(logits: torch.Tensor, params: SamplingParams, recent: torch.Tensor,
+                generator: torch.Generator | None = None) -> int:
+    """logits [vocab] (any float dtype) -> next token id."""
+    probs, order = candidates(logits[None], params, recent.reshape(1, -1))
+    if params.temperature <= 0:
+        return int(order[0, 0])
+    return int(order[0, torch.multinomial(probs[0], 1, generator=generator)])

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import torch
 
 from ..events import SamplingParams
-from ..generation import sample_next
+from ..generation import candidates
 from ..model import K3ForCausalLM
 
 
@@ -29,8 +29,9 @@ def generate(
 ) -> list[list[int]]:
     """Replies (without the stop token) for every prompt, in prompt order.
 
-    Sampling uses `generation.sample_next` (the app's sampler), one seeded generator per prompt,
-    so a reply does not depend on which prompts share its batch.
+    Sampling uses `generation.candidates` (the app's sampler, batched), one seeded generator per
+    prompt, so a reply does not depend on which prompts share its batch. Runs on the model's
+    device.
     """
     out: list[list[int]] = [[] for _ in prompts]
     by_len: dict[int, list[int]] = {}
@@ -39,29 +40,31 @@ def generate(
     groups = [
         idx[j : j + batch] for _, idx in sorted(by_len.items()) for j in range(0, len(idx), batch)
     ]
+    dev = model.model.embed_tokens.weight.device
     done_tokens = 0
     for group in groups:
-        ids = torch.tensor([prompts[i] for i in group], dtype=torch.long)
-        gens = [torch.Generator().manual_seed(seed * 1_000_003 + i) for i in group]
-        hist = [list(prompts[i]) for i in group]
+        hist = torch.tensor([prompts[i] for i in group], dtype=torch.long, device=dev)
+        gens = [torch.Generator(dev).manual_seed(seed * 1_000_003 + i) for i in group]
         alive = [True] * len(group)
         cache = model.make_cache()
-        logits = model(ids, cache, num_logits=1).logits[:, -1]
+        logits = model(hist, cache, num_logits=1).logits[:, -1]
         for _ in range(max_new):
-            nxt = []
-            for r in range(len(group)):
-                window = torch.tensor(hist[r][-params.repetition_window :], dtype=torch.long)
-                t = sample_next(logits[r], params, window, gens[r])
-                nxt.append(t)
+            window = hist[:, -params.repetition_window :]
+            probs, order = candidates(logits, params, window)
+            if params.temperature > 0:
+                pick = [torch.multinomial(probs[r], 1, generator=g) for r, g in enumerate(gens)]
+                order = order.gather(1, torch.stack(pick))
+            nxt = order[:, :1]
+            for r, t in enumerate(nxt[:, 0].tolist()):
                 if alive[r]:
                     if t == stop_id:
                         alive[r] = False
                     else:
                         out[group[r]].append(t)
-                        hist[r].append(t)
             if not any(alive):
                 break
-            logits = model(torch.tensor(nxt, dtype=torch.long)[:, None], cache).logits[:, -1]
+            hist = torch.cat([hist, nxt], dim=1)
+            logits = model(nxt, cache).logits[:, -1]
         done_tokens += sum(len(out[i]) for i in group)
         if on_batch:
             on_batch(done_tokens, len(groups))
