@@ -5,7 +5,7 @@ distill status RUN
 distill gate   RUN [--delta FILE]
 distill ship   RUN [--dest DIR]
 distill rewind RUN CKPT
-distill timed  RUN --device cuda --seconds S [--batch N] [--lr X] [--top1-weight X]
+distill timed  RUN --device cuda --seconds S [--fresh-replies N] [--batch N] [--lr X] …
 """
 
 from __future__ import annotations
@@ -93,6 +93,14 @@ def _parser() -> argparse.ArgumentParser:
     tm.add_argument("--lr", type=float, default=3e-4, help="peak learning rate")
     tm.add_argument("--top1-weight", type=float, default=0.2, help="as `run --stage2-top1-weight`")
     tm.add_argument("--evals", type=int, default=4, help="held-out evaluations (best one kept)")
+    tm.add_argument(
+        "--fresh-replies",
+        type=int,
+        default=0,
+        help="first sample N new teacher replies to the run's prompts and train on them too",
+    )
+    tm.add_argument("--seed", type=int, default=101, help="seed of the fresh replies")
+    tm.add_argument("--gen-batch", type=int, default=256, help="prompts per generation batch")
     tm.add_argument("--teacher", type=Path, help="teacher dir (default: the run's)")
     tm.add_argument("--data-dir", type=Path, help="data dir (default: the run's)")
     return p
@@ -112,6 +120,9 @@ def _timed(a: argparse.Namespace) -> int:
         evals=a.evals,
         teacher_dir=a.teacher,
         data_dir=a.data_dir,
+        fresh_replies=a.fresh_replies,
+        seed=a.seed,
+        gen_batch=a.gen_batch,
         stop=StopFlag().install(),
     )
     print(json.dumps(report, indent=1))

@@ -348,12 +348,18 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
     return st
 
 
-def stage2_rows(run: Path, all_chat: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def stage2_rows(
+    run: Path, all_chat: bool = False, extra: list[tuple[list[int], list[int]]] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Stage 2's (rows, mask): each reply row followed by a chat row (chat rows cycle, so only
     the first len(replies) are used). With `all_chat`, each chat row is followed by a reply row
-    instead (replies cycle): for budgets of many passes, more varied chat text."""
+    instead (replies cycle): for budgets of many passes, more varied chat text. `extra` reply
+    conversations (ids, mask) are packed to the same row length and join the run's replies."""
     d = torch.load(run / "data" / "rows.pt")
     (crow, cmask), (arow, amask) = d["chat"], d["assist"]
+    if extra:
+        erow, emask = pack(extra, arow.shape[1])
+        arow, amask = torch.cat([arow, erow.to(arow.dtype)]), torch.cat([amask, emask])
     if all_chat:
         return interleave(crow, arow, every=1), interleave(cmask, amask, every=1)
     return interleave(arow, crow, every=1), interleave(amask, cmask, every=1)

@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from ..events import SamplingParams
 from ..loading import load_model
 from . import ckpt
 from .data import ChatTokenizer
 from .gate import assistant_sequences, chat_sequences, heldout_assistant, kl_metrics
+from .generate import generate
 from .metrics import inference_copy
 from .pipeline import load_hybrid, load_run, stage2_rows
 from .stage2 import Stage2Config, train_stage2
@@ -47,11 +50,16 @@ def timed_stage2(
     evals: int = 4,
     teacher_dir: Path | None = None,
     data_dir: Path | None = None,
+    fresh_replies: int = 0,
+    seed: int = 101,
+    gen_batch: int = 256,
     log: Callable[[str], None] = print,
     stop: ckpt.StopFlag | None = None,
 ) -> dict:
     """Continue the run's stage 2 on `device` for about `seconds`; returns the report.
 
+    `fresh_replies` > 0 first samples that many new teacher replies (see
+    `sample_fresh_replies`) and adds them to the reply rows; the budget covers their generation.
     Stopped early (`stop`, e.g. Ctrl-C), it still writes the best snapshot evaluated so far.
     The run's own checkpoints are never modified.
     """
@@ -63,7 +71,11 @@ def timed_stage2(
     teacher = load_model(teacher_dir, dtype=torch.bfloat16).to(device).eval()
     students, student = load_hybrid(run, teacher_dir, st["chosen"], "stage2.pt")
     student.to(device)
-    rows, mask = stage2_rows(run, all_chat=True)
+    extra = []
+    if fresh_replies:
+        pairs = sample_fresh_replies(run, teacher, tok, fresh_replies, seed, gen_batch, log)
+        extra = [tok.conversation([("user", q), ("assistant", r)]) for q, r in pairs]
+    rows, mask = stage2_rows(run, all_chat=True, extra=extra)
     sets = {
         "chat": chat_sequences(tok, data_dir),
         "assistant": assistant_sequences(tok, heldout_assistant(teacher, tok)),
@@ -159,6 +171,35 @@ def timed_stage2(
     )
     ckpt.write_json(run / "timed.json", report)
     return report
+
+
+def sample_fresh_replies(
+    run: Path,
+    teacher,  # noqa: ANN001
+    tok: ChatTokenizer,
+    n: int,
+    seed: int,
+    batch: int,
+    log: Callable[[str], None] = print,
+) -> list[list[str]]:
+    """`n` new teacher replies (app default sampling, generator seed `seed`) to the run's
+    training prompts, cycled: other samples of the same prompts, so more distinct reply text
+    where the prompt pool is spent. Saved as `RUN/data/fresh_replies-<seed>.json`."""
+    path = run / "data" / f"fresh_replies-{seed}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    cfg, _ = load_run(run)
+    pool = [q for q, _ in json.loads((run / "data" / "teacher_replies.json").read_text())]
+    random.Random(seed).shuffle(pool)  # the file is in generation order (quiz questions first)
+    prompts = [pool[j % len(pool)] for j in range(n)]
+    t0 = time.time()
+    outs = generate(teacher, [tok.prompt(q) for q in prompts], cfg.gen_max_new, SamplingParams(),
+                    tok.eos, seed=seed, batch=batch)  # fmt: skip
+    pairs = [[q, tok.decode(o)] for q, o in zip(prompts, outs, strict=True)]
+    ckpt.write_json(path, pairs)
+    made = sum(len(o) for o in outs)
+    log(f"fresh replies: {n} ({made} tokens) in {time.time() - t0:.0f} s")
+    return pairs
 
 
 def _score(res: dict) -> tuple[float, float]:

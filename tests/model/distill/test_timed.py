@@ -90,3 +90,32 @@ def test_stopped_timed_run_still_writes_its_best_snapshot_and_leaves_the_run_alo
     assert saved["state"]["tokens"] == 640 and sorted(saved["layers"]) == [1]
     assert (run / "stage2.pt").read_bytes() == before
     assert not (run / "stage2-timed-train.pt").exists()
+
+
+def test_fresh_replies_are_new_samples_of_the_runs_prompts_and_kept(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    run = _run(tmp_path, teacher_dir)
+    pool = [f"Tell me about topic {c}." for c in "abc"]
+    (run / "data" / "teacher_replies.json").write_text(json.dumps([[q, "old"] for q in pool]))
+    cfg = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**cfg, "gen_max_new": 40}))
+    held = [(r.tolist(), [1] * 32) for r in _rows(2, 9)[0]]
+    monkeypatch.setattr(timed, "chat_sequences", lambda _tok, _d: held[:1])
+    monkeypatch.setattr(timed, "assistant_sequences", lambda _tok, _pairs: held[1:])
+    monkeypatch.setattr(timed, "heldout_assistant", lambda _t, _tok: [])
+    used = []
+    real_rows = timed.stage2_rows
+    monkeypatch.setattr(
+        timed, "stage2_rows", lambda *a, **k: used.append(real_rows(*a, **k)) or used[-1]
+    )
+    timed.timed_stage2(
+        run, device="cpu", seconds=5, batch=2, evals=1, fresh_replies=7, seed=5,
+        log=lambda _m: None,
+    )  # fmt: skip
+    pairs = json.loads((run / "data" / "fresh_replies-5.json").read_text())
+    assert len(pairs) == 7 and {q for q, _ in pairs} == set(pool)  # 7 samples cycle all 3
+    assert len({r for _, r in pairs}) > 3  # repeated prompts got different replies
+    assert not torch.equal(used[0][0], real_rows(run, all_chat=True)[0])  # trained on them
+    again = timed.sample_fresh_replies(run, None, None, 7, 5, 4)  # kept: not generated again
+    assert again == pairs
