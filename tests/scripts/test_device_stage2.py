@@ -1,0 +1,52 @@
+"""scripts/device_stage2.py: a timed stage-2 result split for the device's size limits comes
+back as a run whose checkpoint holds the same (bf16) layers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import torch
+
+from k3chat_model.distill import ckpt
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "device_stage2.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("device_stage2", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_out_then_take_rebuilds_the_run_with_the_returned_layers(tmp_path: Path) -> None:
+    ds = _script()
+    run, dev_run, files, new = (tmp_path / n for n in ("run", "dev", "files", "new"))
+    for d in (run / "data", dev_run / "data", files):
+        d.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"teacher": "t", "data_dir": "d"}))
+    (run / "state.json").write_text(json.dumps({"done": ["stage2"], "stage2_tokens": 5}))
+    (run / "data" / "rows.pt").write_bytes(b"rows")
+    g = torch.Generator().manual_seed(0)
+    layers = {i: {"w": torch.randn(3, 4, generator=g), "n": torch.tensor([i])} for i in range(6)}
+    state = {"tokens": 905, "done": True}
+    ckpt.save_atomic({"layers": layers, "opt": None, "state": state}, dev_run / "stage2-timed.pt")
+    (dev_run / "timed.json").write_text("{}")
+    (dev_run / "data" / "fresh_replies-3.json").write_text('[["q", "r"]]')
+
+    ds.out(dev_run, files)
+    assert sorted(p.name for p in files.iterdir()) == [
+        "fresh_replies-3.json", "layers0.pt", "layers1.pt", "state.pt", "timed.json"
+    ]  # fmt: skip
+    ds.take(files, run, new)
+    got = ckpt.load(new / "stage2.pt")
+    assert got["opt"] is None and got["state"]["tokens"] == 905
+    for i, sd in layers.items():
+        assert torch.equal(got["layers"][i]["w"], sd["w"].bfloat16().float())
+        assert torch.equal(got["layers"][i]["n"], sd["n"])
+    assert json.loads((new / "state.json").read_text())["stage2_tokens"] == 905
+    assert (new / "data" / "rows.pt").read_bytes() == b"rows"
+    assert (new / "data" / "fresh_replies-3.json").exists()
+    assert (run / "state.json").read_text().count("905") == 0  # the source run is untouched
