@@ -122,14 +122,8 @@ def timed_stage2(
         if _score(res) > best["score"]:
             best.update(score=_score(res), weights=weights(), step=state["step"])
 
-    scratch = run / "stage2-timed-train.pt"
-    scratch.unlink(missing_ok=True)
-    state = train_stage2(
-        teacher,
-        student,
-        students,
-        rows,
-        mask,
+    state = _scratch_train(
+        (teacher, student, students, rows, mask),
         Stage2Config(
             steps * step_tokens,
             batch=batch,
@@ -138,12 +132,11 @@ def timed_stage2(
             top1_weight=top1_weight,
             ckpt_seconds=1e9,
         ),
-        scratch,
-        run / "train_log.jsonl",
-        stop,
+        run / "stage2-timed-train.pt",
+        log_path=run / "train_log.jsonl",
+        stop=stop,
         on_step=on_step,
     )
-    scratch.unlink(missing_ok=True)
     base = int(ckpt.load(run / "stage2.pt")["state"]["tokens"])  # what the start weights saw
     chosen = next((e for e in report["evals"] if e["step"] == best["step"]), start)
     report.update(
@@ -215,21 +208,21 @@ def _measure_rate(
 ) -> float:  # noqa: ANN001
     """Tokens/s of real training steps (after two warm-up steps); weights are restored after."""
     marks: list[float] = []
-    scratch = run / "stage2-timed-measure.pt"
-    scratch.unlink(missing_ok=True)
-    train_stage2(
-        teacher,
-        student,
-        students,
-        rows,
-        mask,
-        Stage2Config(
-            MEASURE_STEPS * batch * rows.shape[1], batch=batch, lr=0.0, ckpt_seconds=1e9
-        ),  # fmt: skip
-        scratch,
+    _scratch_train(
+        (teacher, student, students, rows, mask),
+        Stage2Config(MEASURE_STEPS * batch * rows.shape[1], batch=batch, lr=0.0, ckpt_seconds=1e9),
+        run / "stage2-timed-measure.pt",
         on_step=lambda s: marks.append(time.time()) if s["step"] >= 2 else None,
     )
-    scratch.unlink(missing_ok=True)
     for i, mod in students.items():
         mod.load_state_dict(copy.deepcopy(saved[i]))
     return (len(marks) - 1) * batch * rows.shape[1] / max(marks[-1] - marks[0], 1e-6)
+
+
+def _scratch_train(models: tuple, cfg: Stage2Config, scratch: Path, **kw) -> dict:  # noqa: ANN003
+    """`train_stage2` from the weights in memory, checkpointing to a throwaway file."""
+    scratch.unlink(missing_ok=True)
+    try:
+        return train_stage2(*models, cfg, scratch, **kw)
+    finally:
+        scratch.unlink(missing_ok=True)
