@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from ..errors import ConfigError
 from ..events import SamplingParams
 from ..loading import load_model
 from . import ckpt
@@ -182,7 +183,11 @@ def sample_fresh_replies(
     if path.exists():
         return json.loads(path.read_text())
     cfg, _ = load_run(run)
-    pool = [q for q, _ in json.loads((run / "data" / "teacher_replies.json").read_text())]
+    source = run / "data" / "teacher_replies.json"
+    if not source.is_file():
+        raise ConfigError(f"{run}: no teacher replies whose prompts --fresh-replies could reuse",
+                          hint="run the data phase first (`distill run RUN --until data`)")  # fmt: skip
+    pool = [q for q, _ in json.loads(source.read_text())]
     random.Random(seed).shuffle(pool)  # the file is in generation order (quiz questions first)
     prompts = [pool[j % len(pool)] for j in range(n)]
     t0 = time.time()

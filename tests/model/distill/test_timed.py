@@ -119,3 +119,14 @@ def test_fresh_replies_are_new_samples_of_the_runs_prompts_and_kept(
     assert not torch.equal(used[0][0], real_rows(run, all_chat=True)[0])  # trained on them
     again = timed.sample_fresh_replies(run, None, None, 7, 5, 4)  # kept: not generated again
     assert again == pairs
+
+
+def test_fresh_replies_without_teacher_replies_is_a_one_line_error(
+    teacher_dir: Path, tmp_path: Path, capsys
+) -> None:
+    run = _run(tmp_path, teacher_dir)
+    args = ["timed", str(run), "--device", "cpu", "--seconds", "5", "--fresh-replies", "2"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "no teacher replies" in err and err.count("\n") == 1
+    assert not (run / "stage2-timed.pt").exists()
