@@ -16,7 +16,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from ..errors import K3Error
+from ..errors import ConfigError, K3Error
 
 DEFAULT_DEST = Path(__file__).resolve().parents[1] / "deltas"
 
@@ -107,8 +107,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _timed(a: argparse.Namespace) -> int:
+    import torch
+
     from .ckpt import StopFlag
     from .timed import timed_stage2
+
+    try:
+        dev = torch.device(a.device)
+    except RuntimeError as e:
+        raise ConfigError(f"unknown device {a.device!r}", hint="e.g. cuda, cuda:1 or cpu") from e
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda: no CUDA GPU is visible", hint="use --device cpu")
 
     report = timed_stage2(
         a.run_dir,

@@ -130,3 +130,15 @@ def test_fresh_replies_without_teacher_replies_is_a_one_line_error(
     err = capsys.readouterr().err
     assert "no teacher replies" in err and err.count("\n") == 1
     assert not (run / "stage2-timed.pt").exists()
+
+
+def test_unknown_or_missing_device_is_a_one_line_error(
+    teacher_dir: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    run = _run(tmp_path, teacher_dir)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for dev, why in (("nosuch", "unknown device"), ("cuda", "no CUDA GPU")):
+        assert main(["timed", str(run), "--device", dev, "--seconds", "5"]) == 2
+        err = capsys.readouterr().err
+        assert why in err and err.count("\n") == 1
+    assert not (run / "stage2-timed.pt").exists()
