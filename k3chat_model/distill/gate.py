@@ -29,7 +29,7 @@ from ..model import K3ForCausalLM
 from .data import ChatTokenizer, chitchat_conversations, equal_length_prompts
 from .gate_data import FACTUAL, HELDOUT_ASSISTANT_N, HELDOUT_TEMPLATES, HELDOUT_TOPICS, LOOP_PROMPTS
 from .generate import generate
-from .metrics import kl_top1
+from .metrics import bootstrap_ci, kl_top1
 
 MAX_KL = 0.15
 MIN_TOP1 = 0.85
@@ -83,20 +83,29 @@ def kl_metrics(
     student: K3ForCausalLM,
     seqs: list[Seq],
     teacher_logits: list[torch.Tensor] | None = None,
-) -> dict[str, float]:
-    """Mean KL(teacher‖student) per scored token and top-1 agreement, one sequence at a time.
+) -> dict:
+    """Mean KL(teacher‖student) per scored token and top-1 agreement (with its 95% bootstrap
+    interval over sequences), one sequence at a time.
 
     `teacher_logits` (one entry per sequence) skips the teacher forward when already known.
     """
     dev = student.model.embed_tokens.weight.device
-    kl = agree = n = 0.0
+    kl, agree, n = [], [], []
     for j, (ids, mask) in enumerate(seqs):
         x = torch.tensor([ids], device=dev)
         t = teacher_logits[j] if teacher_logits is not None else teacher(x).logits
         m = torch.tensor([mask[1:]], device=dev)
         a, b, c = kl_top1(t[:, :-1], student(x).logits[:, :-1], m)
-        kl, agree, n = kl + a, agree + b, n + c
-    return {"kl": round(kl / max(n, 1), 4), "top1": round(agree / max(n, 1), 4), "tokens": int(n)}
+        kl.append(a)
+        agree.append(b)
+        n.append(c)
+    total = max(sum(n), 1)
+    return {
+        "kl": round(sum(kl) / total, 4),
+        "top1": round(sum(agree) / total, 4),
+        "tokens": int(sum(n)),
+        "top1_ci95": [round(v, 4) for v in bootstrap_ci(agree, n)],
+    }
 
 
 def is_correct(answer: str, accepted: tuple[str, ...]) -> bool:

@@ -47,3 +47,15 @@ def test_identical_student_passes_kl_and_damaged_one_fails(teacher_dir: Path, mo
             layer.self_attn.o_proj.weight.mul_(-3.0)
     rep = evaluate(t, s, tok, seqs, seqs, fast=True)
     assert rep["chat"]["kl"] > gate.MAX_KL and not rep["passed"]
+
+
+def test_kl_metrics_reports_a_top1_interval_around_its_estimate(teacher_dir: Path) -> None:
+    t = load_model(teacher_dir, dtype=torch.float32)
+    s = load_model(teacher_dir, dtype=torch.float32)
+    with torch.no_grad():
+        s.model.layers[0].self_attn.o_proj.weight.mul_(-1.0)
+    tok = ChatTokenizer(teacher_dir)
+    seqs = _seqs(tok) + [tok.conversation([("user", "hi"), ("assistant", "a dog ran far away")])]
+    res = kl_metrics(t, s, seqs)
+    lo, hi = res["top1_ci95"]
+    assert lo <= res["top1"] <= hi
