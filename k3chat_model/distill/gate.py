@@ -44,8 +44,15 @@ Seq = tuple[list[int], list[int]]
 
 def chat_sequences(tok: ChatTokenizer, data_dir: Path, max_len: int = 512) -> list[Seq]:
     """Held-out chitchat conversations (never trained on), until CHAT_TOKENS scored tokens."""
+    return scored_conversations(tok, chitchat_conversations(data_dir)[-300:-150], max_len)
+
+
+def scored_conversations(
+    tok: ChatTokenizer, convs: list[list[tuple[str, str]]], max_len: int = 512
+) -> list[Seq]:
+    """The first `convs`, cut to `max_len` tokens, until CHAT_TOKENS scored tokens."""
     out, n = [], 0
-    for conv in chitchat_conversations(data_dir)[-300:-150]:
+    for conv in convs:
         ids, mask = tok.conversation(conv)
         ids, mask = ids[:max_len], mask[:max_len]
         out.append((ids, mask))

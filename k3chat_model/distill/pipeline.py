@@ -90,13 +90,22 @@ def load_run(run: Path) -> tuple[RunConfig, dict]:
     return cfg, st
 
 
+VALIDATION_FILE = "val_assistant.json"
+
+
+def validation_prompts(run: Path) -> set[str]:
+    """Prompts reserved for `distill timed`'s selection set (`validation.py`): never trained on."""
+    path = run / "data" / VALIDATION_FILE
+    return {p for p, _ in json.loads(path.read_text())} if path.exists() else set()
+
+
 def init_run(run: Path, cfg: RunConfig) -> None:
     run.mkdir(parents=True, exist_ok=True)
     if not (run / "config.json").exists():
         ckpt.write_json(run / "config.json", asdict(cfg))
 
 
-def _reply_prompts(cfg: RunConfig, tok: ChatTokenizer, seen: set[str], want: int) -> list[str]:
+def reply_prompts(cfg: RunConfig, tok: ChatTokenizer, seen: set[str], want: int) -> list[str]:
     """Up to `want` unused prompts; short factual questions first (the one-line Q->A form the
     chat corpora lack), then chatterbot questions and templated instructions, then instructions
     on more topics, then on further ones (held-out assistant KL and top-1 lag the training
@@ -135,7 +144,7 @@ def _replies(
     want = target - len(replies)
     if want <= 0:
         return replies
-    prompts = _reply_prompts(cfg, tok, {p for p, _ in replies}, want)
+    prompts = reply_prompts(cfg, tok, {p for p, _ in replies} | validation_prompts(run), want)
     t0, made = time.time(), 0
     for start in range(0, len(prompts), cfg.gen_batch):
         if stop and stop.stop:

@@ -2,11 +2,11 @@
 
 Why: stage 2 runs ~100 tok/s on a 2-core CPU. A GPU does orders of magnitude more, but is
 often lent by the minute. So the token budget comes from the rate measured on a few real
-steps, which makes the cosine schedule end at the deadline. Held-out KL/top-1 on the gate's
-chat and assistant sets is measured a few times, and the best snapshot is kept: at many more
-epochs over a small reply set the student may start to overfit. Choosing among a few snapshots
-on the gate's own sets biases them slightly, so the full gate on the exported delta stays the
-judge.
+steps, which makes the cosine schedule end at the deadline. Held-out KL/top-1 is measured a
+few times, and the best snapshot is kept: at many more epochs over a small reply set the
+student may start to overfit. It is chosen on selection sets held out from both training and
+the gate (`validation.py`); the gate's own sets are only reported, so the full gate on the
+exported delta stays an unbiased judge.
 
 The result is written as `RUN/stage2-timed.pt`, a weights-only stage-2 checkpoint
 (`distill rewind RUN RUN/stage2-timed.pt` makes it the run's current one), plus
@@ -19,6 +19,7 @@ import json
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -33,6 +34,7 @@ from .generate import generate
 from .metrics import inference_copy
 from .pipeline import load_hybrid, load_run, stage2_rows
 from .stage2 import Stage2Config, train_stage2
+from .validation import validation_sets
 
 RESERVE_S = 0.06
 """Share of the budget kept for loading, evaluation and the final save."""
@@ -80,18 +82,24 @@ def timed_stage2(
         "chat": chat_sequences(tok, data_dir),
         "assistant": assistant_sequences(tok, heldout_assistant(teacher, tok)),
     }
+    val = validation_sets(run, replace(cfg, data_dir=str(data_dir)), teacher, tok)
     with torch.no_grad():
         ref = {k: [teacher(torch.tensor([ids], device=device)).logits for ids, _ in v]
-               for k, v in sets.items()}  # fmt: skip
+               for k, v in [*sets.items(), *(("val_" + k, v) for k, v in val.items())]}  # fmt: skip
 
     def evaluate() -> dict:
-        """Held-out KL/top-1 with the KDA layers in bf16 as they ship (as the gate runs them)."""
+        """KL/top-1 with the KDA layers in bf16 as they ship (as the gate runs them): on the
+        gate's sets (reported) and on the selection sets (`val`, which choose the snapshot)."""
         layers = student.model.layers
         dtype = teacher.model.embed_tokens.weight.dtype
         for i, mod in students.items():
             layers[i].self_attn = inference_copy(mod, dtype)
         try:
-            return {k: kl_metrics(teacher, student, v, ref[k]) for k, v in sets.items()}
+            res = {k: kl_metrics(teacher, student, v, ref[k]) for k, v in sets.items()}
+            res["val"] = {
+                k: kl_metrics(teacher, student, v, ref["val_" + k]) for k, v in val.items()
+            }
+            return res
         finally:
             for i, mod in students.items():
                 layers[i].self_attn = mod
@@ -200,10 +208,12 @@ def sample_fresh_replies(
 
 
 def _score(res: dict) -> tuple[float, float]:
-    """Worse top-1 of the two sets first (the gate's failing criterion), then lower worse KL."""
+    """On the selection sets: worse top-1 of the two first (the gate's failing criterion), then
+    lower worse KL."""
+    v = res["val"]
     return (
-        min(res["chat"]["top1"], res["assistant"]["top1"]),
-        -max(res["chat"]["kl"], res["assistant"]["kl"]),
+        min(v["chat"]["top1"], v["assistant"]["top1"]),
+        -max(v["chat"]["kl"], v["assistant"]["kl"]),
     )
 
 

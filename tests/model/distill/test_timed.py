@@ -41,14 +41,21 @@ def _run(tmp: Path, teacher_dir: Path) -> Path:
     return run
 
 
+def _held_out(monkeypatch, chat: list, assistant: list, val: dict | None = None) -> None:  # noqa: ANN001
+    """The gate's sets (and, unless given apart, the selection sets) without a data dir."""
+    monkeypatch.setattr(timed, "chat_sequences", lambda _tok, _d: chat)
+    monkeypatch.setattr(timed, "assistant_sequences", lambda _tok, _pairs: assistant)
+    monkeypatch.setattr(timed, "heldout_assistant", lambda _t, _tok: [])
+    val = val or {"chat": chat, "assistant": assistant}
+    monkeypatch.setattr(timed, "validation_sets", lambda *_a: val)
+
+
 def test_timed_stage2_keeps_best_snapshot_as_a_resumable_checkpoint(
     teacher_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
     run = _run(tmp_path, teacher_dir)
     held = [(r.tolist(), [1] * 32) for r in _rows(4, 9)[0]]
-    monkeypatch.setattr(timed, "chat_sequences", lambda _tok, _d: held[:2])
-    monkeypatch.setattr(timed, "assistant_sequences", lambda _tok, _pairs: held[2:])
-    monkeypatch.setattr(timed, "heldout_assistant", lambda _t, _tok: [])
+    _held_out(monkeypatch, held[:2], held[2:])
     rep = timed.timed_stage2(
         run, device="cpu", seconds=6, batch=2, lr=3e-3, evals=2, log=lambda _m: None
     )
@@ -79,11 +86,9 @@ def test_stopped_timed_run_still_writes_its_best_snapshot_and_leaves_the_run_alo
     run = _run(tmp_path, teacher_dir)
     before = (run / "stage2.pt").read_bytes()
     held = [(r.tolist(), [1] * 32) for r in _rows(2, 9)[0]]
-    monkeypatch.setattr(timed, "chat_sequences", lambda _tok, _d: held[:1])
-    monkeypatch.setattr(timed, "assistant_sequences", lambda _tok, _pairs: held[1:])
-    monkeypatch.setattr(timed, "heldout_assistant", lambda _t, _tok: [])
+    _held_out(monkeypatch, held[:1], held[1:])
     rep = timed.timed_stage2(
-        run, device="cpu", seconds=30, batch=2, evals=1, log=lambda _m: None, stop=StopAfter(2)
+        run, device="cpu", seconds=120, batch=2, evals=1, log=lambda _m: None, stop=StopAfter(2)
     )
     assert rep["stopped"] and rep["steps"] == 2 and rep["best_step"] == 0  # no eval reached
     saved = ckpt.load(run / "stage2-timed.pt")
@@ -101,9 +106,7 @@ def test_fresh_replies_are_new_samples_of_the_runs_prompts_and_kept(
     cfg = json.loads((run / "config.json").read_text())
     (run / "config.json").write_text(json.dumps({**cfg, "gen_max_new": 40}))
     held = [(r.tolist(), [1] * 32) for r in _rows(2, 9)[0]]
-    monkeypatch.setattr(timed, "chat_sequences", lambda _tok, _d: held[:1])
-    monkeypatch.setattr(timed, "assistant_sequences", lambda _tok, _pairs: held[1:])
-    monkeypatch.setattr(timed, "heldout_assistant", lambda _t, _tok: [])
+    _held_out(monkeypatch, held[:1], held[1:])
     used = []
     real_rows = timed.stage2_rows
     monkeypatch.setattr(
@@ -142,3 +145,20 @@ def test_unknown_or_missing_device_is_a_one_line_error(
         err = capsys.readouterr().err
         assert why in err and err.count("\n") == 1
     assert not (run / "stage2-timed.pt").exists()
+
+
+def test_snapshot_is_chosen_on_the_selection_sets_not_the_gates(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    run = _run(tmp_path, teacher_dir)
+    held = [(r.tolist(), [1] * 32) for r in _rows(4, 9)[0]]
+    val = {"chat": [held[2]], "assistant": [held[3]]}
+    _held_out(monkeypatch, held[:1], held[1:2], val)
+    rep = timed.timed_stage2(
+        run, device="cpu", seconds=6, batch=2, lr=3e-3, evals=2, log=lambda _m: None
+    )
+    scored = [rep["start"] | {"step": 0}, *rep["evals"]]
+    assert all("val" in e for e in scored)
+    best = max(scored, key=timed._score)
+    assert rep["best_step"] == best["step"]
+    assert rep["best"]["val"] == best["val"]

@@ -1,0 +1,63 @@
+"""Selection sets for `distill timed`: text held out from training *and* from the gate.
+
+Why: `timed` keeps the best of several snapshots. Choosing it on the gate's own sets would bias
+the gate upward by up to the spread of its estimates (about ±1 point of top-1 on 32 assistant
+replies), which is the margin a milestone is decided by. So snapshots are chosen on these sets
+and the gate's are only reported.
+
+- chat: the chitchat conversations kept for layer ranking (`convs[-150:]`), disjoint from both
+  the training rows (`convs[:-300]`) and the gate's (`convs[-300:-150]`);
+- assistant: teacher replies to `VALIDATION_N` prompts of the run's pools that it has not
+  trained on, saved once in `RUN/data/val_assistant.json`. Their prompts are then reserved:
+  a later, larger `--gen-prompts` never picks them for training.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..events import SamplingParams
+from ..model import K3ForCausalLM
+from . import ckpt
+from .data import ChatTokenizer, chitchat_conversations
+from .gate import Seq, assistant_sequences, scored_conversations
+from .generate import generate
+from .pipeline import VALIDATION_FILE, RunConfig, reply_prompts
+
+VALIDATION_N = 48
+VALIDATION_SEED = 13
+
+
+def validation_pairs(
+    run: Path, cfg: RunConfig, teacher: K3ForCausalLM, tok: ChatTokenizer
+) -> list[list[str]]:
+    """[[prompt, teacher reply]] for the assistant selection set: read, or generated once."""
+    path = run / "data" / VALIDATION_FILE
+    if path.exists():
+        return json.loads(path.read_text())
+    source = run / "data" / "teacher_replies.json"
+    trained = {p for p, _ in json.loads(source.read_text())} if source.exists() else set()
+    prompts = reply_prompts(cfg, tok, trained, VALIDATION_N)
+    if not prompts:
+        raise ConfigError(
+            f"{run}: every reply prompt is already trained on; none is left to validate with",
+            hint="add topics to the prompt pools in distill/data.py",
+        )
+    outs = generate(teacher, [tok.prompt(p) for p in prompts], cfg.gen_max_new, SamplingParams(),
+                    tok.eos, seed=VALIDATION_SEED, batch=cfg.gen_batch)  # fmt: skip
+    pairs = [[p, tok.decode(o)] for p, o in zip(prompts, outs, strict=True)]
+    ckpt.write_json(path, pairs)
+    return pairs
+
+
+def validation_sets(
+    run: Path, cfg: RunConfig, teacher: K3ForCausalLM, tok: ChatTokenizer
+) -> dict[str, list[Seq]]:
+    """{"chat": …, "assistant": …} scored like the gate's sets, on the selection text."""
+    convs = chitchat_conversations(Path(cfg.data_dir))[-150:]
+    return {
+        "chat": scored_conversations(tok, convs),
+        "assistant": assistant_sequences(tok, validation_pairs(run, cfg, teacher, tok)),
+    }
