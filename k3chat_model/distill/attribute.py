@@ -40,13 +40,20 @@ def leave_one_out(
     return out
 
 
-def attribute_run(run: Path, which: str = "assistant", threads: int | None = None) -> dict:
+def attribute_run(
+    run: Path, which: str = "assistant", threads: int | None = None, selection: bool = False
+) -> dict:
     """Leave-one-out on the run's exported delta (as the gate builds it); writes
-    `RUN/attribution.json` and returns it, layers sorted by the KL gained when restored."""
+    `RUN/attribution.json` (`attribution-selection.json` with `selection`) and returns it,
+    layers sorted by the KL gained when restored.
+
+    `selection` measures on `validation.py`'s sets instead of the gate's: what to restore can
+    then be chosen without looking at the gate, which stays an unbiased judge of the result."""
     from ..loading import load_model
     from .data import ChatTokenizer
     from .gate import assistant_sequences, chat_sequences, delta_student, heldout_assistant
     from .pipeline import load_run
+    from .validation import validation_sets
 
     cfg, st = load_run(run)
     torch.set_num_threads(threads or cfg.threads)
@@ -60,6 +67,8 @@ def attribute_run(run: Path, which: str = "assistant", threads: int | None = Non
             "chat": lambda: chat_sequences(tok, Path(cfg.data_dir)),
             "assistant": lambda: assistant_sequences(tok, heldout_assistant(teacher, tok)),
         }
+        if selection:
+            sets = {k: (lambda k=k: validation_sets(run, cfg, teacher, tok)[k]) for k in sets}
         for name in ("chat", "assistant") if which == "both" else (which,):
             res = leave_one_out(teacher, student, st["chosen"], sets[name]())
             base = res["hybrid"]
@@ -81,7 +90,9 @@ def attribute_run(run: Path, which: str = "assistant", threads: int | None = Non
     report["layers"] = st["chosen"]
     report["stage2_tokens"] = manifest["tokens"]["stage2_tokens"]
     report["seconds"] = round(time.time() - t0)
-    (run / "attribution.json").write_text(json.dumps(report, indent=1) + "\n")
+    report["sets"] = "selection" if selection else "gate"
+    name = "attribution-selection.json" if selection else "attribution.json"
+    (run / name).write_text(json.dumps(report, indent=1) + "\n")
     return report
 
 

@@ -6,6 +6,8 @@ distill gate   RUN [--delta FILE]
 distill ship   RUN [--dest DIR]
 distill rewind RUN CKPT
 distill timed  RUN --device cuda --seconds S [--fresh-replies N] [--batch N] [--lr X] …
+distill attribute RUN [--set chat|assistant|both] [--selection]
+distill restore RUN NEW --layers 19,22
 """
 
 from __future__ import annotations
@@ -74,12 +76,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     rw.add_argument("run_dir", type=Path)
     rw.add_argument("checkpoint", type=Path)
+    rs = sub.add_parser(
+        "restore",
+        help="copy the run as NEW with some KDA layers put back to softmax attention "
+        "(fewer KDA layers, no retraining); gate and ship NEW like any run",
+    )
+    rs.add_argument("run_dir", type=Path)
+    rs.add_argument("new_dir", type=Path)
+    rs.add_argument("--layers", required=True, help="comma-separated 0-based KDA layers")
     at = sub.add_parser(
         "attribute",
         help="held-out KL/top-1 with each KDA layer put back to softmax attention, one at a time",
     )
     at.add_argument("run_dir", type=Path)
     at.add_argument("--set", choices=["chat", "assistant", "both"], default="assistant")
+    at.add_argument(
+        "--selection",
+        action="store_true",
+        help="measure on timed's selection sets, not the gate's (choose without the gate)",
+    )
     at.add_argument("--threads", type=int, help="torch threads (default: the run's)")
     tm = sub.add_parser(
         "timed",
@@ -220,10 +235,22 @@ def _rewind(a: argparse.Namespace) -> int:
     return 0
 
 
+def _restore(a: argparse.Namespace) -> int:
+    from .restore import restore_layers
+
+    try:
+        layers = [int(x) for x in a.layers.split(",") if x.strip()]
+    except ValueError as e:
+        raise ConfigError(f"--layers {a.layers!r}: expected comma-separated layer numbers") from e
+    st = restore_layers(a.run_dir, a.new_dir, layers)
+    print(json.dumps({"run": str(a.new_dir), "kda_layers": st["chosen"]}))
+    return 0
+
+
 def _attribute(a: argparse.Namespace) -> int:
     from .attribute import attribute_run, format_report
 
-    print(format_report(attribute_run(a.run_dir, a.set, a.threads)))
+    print(format_report(attribute_run(a.run_dir, a.set, a.threads, a.selection)))
     return 0
 
 
@@ -238,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             "ship": _ship,
             "rewind": _rewind,
             "attribute": _attribute,
+            "restore": _restore,
             "timed": _timed,
         }
         return commands[a.cmd](a)

@@ -1,0 +1,80 @@
+"""`distill restore`: a trained hybrid with some KDA layers given back to softmax attention is a
+new run whose delta holds exactly the kept layers' trained weights; the source is untouched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from k3chat_model.distill import ckpt
+from k3chat_model.distill.cli import main
+from k3chat_model.distill.gate import export_delta
+from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config
+from k3chat_model.distill.pipeline import RunConfig, load_hybrid
+from k3chat_model.loading import load_model
+
+
+def _run(tmp: Path, teacher_dir: Path) -> tuple[Path, dict]:
+    run = tmp / "run"
+    (run / "data").mkdir(parents=True)
+    (run / "data" / "rows.pt").write_bytes(b"rows")
+    cfg = RunConfig(teacher=str(teacher_dir), data_dir="-", n_layers=2, keep_layers=[1])
+    (run / "config.json").write_text(json.dumps(cfg.__dict__))
+    st = {"done": ["data", "stage1", "rank", "stage1b", "stage2"], "chosen": [1, 2]}
+    (run / "state.json").write_text(json.dumps(st))
+    teacher = load_model(teacher_dir)
+    kcfg = kda_config(teacher.config, [0, 1, 2, 3])
+    torch.manual_seed(0)
+    layers = {i: init_kda_from_gqa(teacher.model.layers[i].self_attn, kcfg, i) for i in (1, 2)}
+    with torch.no_grad():
+        for mod in layers.values():
+            for p in mod.parameters():
+                p.add_(0.01 * torch.randn_like(p))  # "trained": differs from the initialisation
+    sds = {i: m.state_dict() for i, m in layers.items()}
+    ckpt.save_atomic({"layers": sds, "opt": None, "state": {"tokens": 640}}, run / "stage2.pt")
+    return run, sds
+
+
+def test_restored_run_keeps_the_other_layers_trained_weights(
+    teacher_dir: Path, tmp_path: Path, capsys
+) -> None:
+    run, sds = _run(tmp_path, teacher_dir)
+    before = {f.name: f.read_bytes() for f in run.iterdir() if f.is_file()}
+    new = tmp_path / "new"
+    assert main(["restore", str(run), str(new), "--layers", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["kda_layers"] == [2]
+    st = json.loads((new / "state.json").read_text())
+    assert st["chosen"] == [2] and st["restored"]["layers"] == [1]
+    cfg = json.loads((new / "config.json").read_text())
+    assert cfg["n_layers"] == 1 and cfg["keep_layers"] == []
+    students, student = load_hybrid(new, teacher_dir, st["chosen"], "stage2.pt")
+    assert sorted(students) == [2]
+    for k, v in sds[2].items():
+        assert torch.equal(students[2].state_dict()[k], v)
+    teacher = load_model(teacher_dir, dtype=torch.bfloat16)  # layer 1 is the teacher's again
+    assert (
+        student.model.layers[1].self_attn.__class__ is teacher.model.layers[1].self_attn.__class__
+    )
+    _, manifest = export_delta(new)
+    assert manifest["kda_layers"] == [3]  # 1-based, as in the checkpoint config
+    assert (new / "data" / "rows.pt").read_bytes() == b"rows"
+    assert before == {f.name: f.read_bytes() for f in run.iterdir() if f.is_file()}
+
+
+def test_bad_restores_are_one_line_errors(teacher_dir: Path, tmp_path: Path, capsys) -> None:
+    run, _ = _run(tmp_path, teacher_dir)
+    cases = [
+        (["--layers", "5"], "not KDA there"),
+        (["--layers", "1,2"], "no KDA layer"),
+        (["--layers", "x"], "comma-separated"),
+    ]
+    for extra, why in cases:
+        assert main(["restore", str(run), str(tmp_path / "new"), *extra]) == 2
+        err = capsys.readouterr().err
+        assert why in err and err.count("\n") == 1
+        assert not (tmp_path / "new").exists()
+    (tmp_path / "new").mkdir()
+    assert main(["restore", str(run), str(tmp_path / "new"), "--layers", "1"]) == 2
+    assert "already exists" in capsys.readouterr().err
