@@ -109,6 +109,12 @@ def _parser() -> argparse.ArgumentParser:
     tm.add_argument("--top1-weight", type=float, default=0.2, help="as `run --stage2-top1-weight`")
     tm.add_argument("--evals", type=int, default=4, help="held-out evaluations (best one kept)")
     tm.add_argument(
+        "--keep",
+        choices=["best", "last"],
+        default="best",
+        help="snapshot to write: best on the selection sets, or the last evaluated",
+    )
+    tm.add_argument(
         "--fresh-replies",
         type=int,
         default=0,
@@ -145,6 +151,7 @@ def _timed(a: argparse.Namespace) -> int:
         teacher_dir=a.teacher,
         data_dir=a.data_dir,
         fresh_replies=a.fresh_replies,
+        keep=a.keep,
         seed=a.seed,
         gen_batch=a.gen_batch,
         stop=StopFlag().install(),

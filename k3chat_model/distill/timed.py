@@ -55,6 +55,7 @@ def timed_stage2(
     fresh_replies: int = 0,
     seed: int = 101,
     gen_batch: int = 256,
+    keep: str = "best",
     log: Callable[[str], None] = print,
     stop: ckpt.StopFlag | None = None,
 ) -> dict:
@@ -62,7 +63,9 @@ def timed_stage2(
 
     `fresh_replies` > 0 first samples that many new teacher replies (see
     `sample_fresh_replies`) and adds them to the reply rows; the budget covers their generation.
-    Stopped early (`stop`, e.g. Ctrl-C), it still writes the best snapshot evaluated so far.
+    `keep="last"` writes the last evaluated snapshot instead of the best: for a run whose gains
+    lie where the selection sets do not look (e.g. factual answers after `distill restore`).
+    Stopped early (`stop`, e.g. Ctrl-C), it still writes the best (or last) snapshot so far.
     The run's own checkpoints are never modified.
     """
     t_end = time.time() + seconds
@@ -127,7 +130,7 @@ def timed_stage2(
         res["step"], res["tokens"] = state["step"], state["tokens"]
         report["evals"].append(res)
         log(f"eval: {json.dumps(res)}")
-        if _score(res) > best["score"]:
+        if keep == "last" or _score(res) > best["score"]:
             best.update(score=_score(res), weights=weights(), step=state["step"])
 
     state = _scratch_train(

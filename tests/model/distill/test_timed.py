@@ -162,3 +162,16 @@ def test_snapshot_is_chosen_on_the_selection_sets_not_the_gates(
     best = max(scored, key=timed._score)
     assert rep["best_step"] == best["step"]
     assert rep["best"]["val"] == best["val"]
+
+
+def test_keep_last_writes_the_last_evaluated_snapshot(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    run = _run(tmp_path, teacher_dir)
+    held = [(r.tolist(), [1] * 32) for r in _rows(2, 9)[0]]
+    _held_out(monkeypatch, held[:1], held[1:])
+    rep = timed.timed_stage2(
+        run, device="cpu", seconds=6, batch=2, lr=3e-3, evals=2, keep="last", log=lambda _m: None
+    )
+    assert rep["best_step"] == rep["evals"][-1]["step"] == rep["steps"]
+    assert ckpt.load(run / "stage2-timed.pt")["state"]["tokens"] == 640 + rep["evals"][-1]["tokens"]
