@@ -98,3 +98,7 @@ class StopAfter(StopFlag):
     @stop.setter
     def stop(self, _v: bool) -> None:
         pass
+
+
+REPLY_PROMPTS = [f"Tell me about topic {c}." for c in "abcdefgh"]
+"""The reply-prompt pools of `reply_setup`: 4 chatterbot questions, then 4 instructions."""

@@ -7,32 +7,20 @@ import json
 from pathlib import Path
 
 import pytest
-from distill_helpers import StopAfter
+from distill_helpers import REPLY_PROMPTS, StopAfter
 
 from k3chat_model.distill import ckpt, pipeline
-from k3chat_model.distill.data import ChatTokenizer
 from k3chat_model.distill.gate import delta_student
 from k3chat_model.distill.generate import generate
 from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config
 from k3chat_model.events import SamplingParams
-from k3chat_model.loading import load_model
 
-PROMPTS = [f"Tell me about topic {c}." for c in "abcdefgh"]
+PROMPTS = REPLY_PROMPTS
 
 
 @pytest.fixture
-def setup(teacher_dir: Path, tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(pipeline, "chatterbot_questions", lambda _d: PROMPTS[:4])
-    monkeypatch.setattr(
-        pipeline, "instruction_prompts", lambda topics=None: [] if topics else PROMPTS[4:]
-    )
-    monkeypatch.setattr(pipeline, "quiz_prompts", lambda: [])
-    run = tmp_path / "run"
-    (run / "data").mkdir(parents=True)
-    cfg = pipeline.RunConfig(
-        teacher=str(teacher_dir), data_dir=str(tmp_path), gen_prompts=4, gen_batch=2, gen_max_new=4
-    )
-    return run, cfg, load_model(teacher_dir), ChatTokenizer(teacher_dir)
+def setup(reply_setup):  # noqa: ANN201
+    return reply_setup
 
 
 def _saved(run: Path) -> list[list[str]]:

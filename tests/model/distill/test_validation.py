@@ -3,32 +3,16 @@ then reserved, so later data never trains on them."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from k3chat_model.distill import pipeline, validation
-from k3chat_model.distill.data import ChatTokenizer
 from k3chat_model.errors import ConfigError
-from k3chat_model.loading import load_model
-
-PROMPTS = [f"Tell me about topic {c}." for c in "abcdefgh"]
 
 
 @pytest.fixture
-def setup(teacher_dir: Path, tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(pipeline, "chatterbot_questions", lambda _d: PROMPTS[:4])
-    monkeypatch.setattr(
-        pipeline, "instruction_prompts", lambda topics=None: [] if topics else PROMPTS[4:]
-    )
-    monkeypatch.setattr(pipeline, "quiz_prompts", lambda: [])
+def setup(reply_setup, monkeypatch):  # noqa: ANN201
     monkeypatch.setattr(validation, "VALIDATION_N", 2)
-    run = tmp_path / "run"
-    (run / "data").mkdir(parents=True)
-    cfg = pipeline.RunConfig(
-        teacher=str(teacher_dir), data_dir=str(tmp_path), gen_prompts=4, gen_batch=2, gen_max_new=4
-    )
-    return run, cfg, load_model(teacher_dir), ChatTokenizer(teacher_dir)
+    return reply_setup
 
 
 def test_selection_prompts_are_untrained_kept_and_never_trained_on_later(setup) -> None:
