@@ -68,7 +68,8 @@ def attribute_run(
             "assistant": lambda: assistant_sequences(tok, heldout_assistant(teacher, tok)),
         }
         if selection:
-            sets = {k: (lambda k=k: validation_sets(run, cfg, teacher, tok)[k]) for k in sets}
+            val = validation_sets(run, cfg, teacher, tok)
+            sets = {k: (lambda k=k: val[k]) for k in sets}
         for name in ("chat", "assistant") if which == "both" else (which,):
             res = leave_one_out(teacher, student, st["chosen"], sets[name]())
             base = res["hybrid"]

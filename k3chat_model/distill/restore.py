@@ -36,18 +36,21 @@ def restore_layers(run: Path, new: Path, layers: list[int]) -> dict:
         raise ConfigError(f"{run}: restoring {sorted(layers)} would leave no KDA layer")
     if new.exists():
         raise ConfigError(f"{new} already exists", hint="name a new run directory")
-    new.mkdir(parents=True)
-    shutil.copytree(run / "data", new / "data", copy_function=_link_or_copy)
+    work = new.with_name(f".{new.name}.partial")  # renamed into place when complete
+    shutil.rmtree(work, ignore_errors=True)  # left by an interrupted restore
+    work.mkdir(parents=True)
+    shutil.copytree(run / "data", work / "data", copy_function=_link_or_copy)
     kept_cfg = replace(
         cfg, n_layers=len(keep), keep_layers=[i for i in cfg.keep_layers or [] if i in keep]
     )
-    ckpt.write_json(new / "config.json", asdict(kept_cfg))
+    ckpt.write_json(work / "config.json", asdict(kept_cfg))
     state = {**st, "chosen": keep, "restored": {"from": str(run), "layers": sorted(layers)}}
     ckpt.save_atomic(
         {"layers": {i: saved["layers"][i] for i in keep}, "opt": None, "state": saved["state"]},
-        new / "stage2.pt",
+        work / "stage2.pt",
     )
-    ckpt.write_json(new / "state.json", state)
+    ckpt.write_json(work / "state.json", state)
+    work.rename(new)
     return state
 
 
