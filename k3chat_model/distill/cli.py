@@ -8,6 +8,7 @@ distill rewind RUN CKPT
 distill timed  RUN --device cuda --seconds S [--fresh-replies N] [--batch N] [--lr X] …
 distill attribute RUN [--set chat|assistant|both] [--selection]
 distill restore RUN NEW --layers 19,22
+distill seed   RUN [--delta FILE] [--teacher DIR]
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="start or resume a run (resumes from its last checkpoint)")
     r.add_argument("run_dir", type=Path)
-    r.add_argument("--teacher", help="k3-smol checkpoint dir (default: build/find k3-smol)")
+    r.add_argument(
+        "--teacher",
+        help="teacher checkpoint dir (default: build/find the teacher-equivalent k3-smol)",
+    )
     r.add_argument(
         "--data-dir",
         default="/tmp/k3distill-data",
@@ -52,6 +56,12 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument(f"--{name}", type=int)
     for name in ("stage1-lr", "stage2-lr"):
         r.add_argument(f"--{name}", type=float, help="peak learning rate")
+    r.add_argument(
+        "--stage2-pretrained-lr-scale",
+        type=float,
+        help="stage-2 LR of kept layers that --init-from trained through stage 2, as a "
+        "fraction of --stage2-lr (default 1)",
+    )
     r.add_argument(
         "--stage2-top1-weight",
         type=float,
@@ -84,6 +94,23 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("run_dir", type=Path)
     rs.add_argument("new_dir", type=Path)
     rs.add_argument("--layers", required=True, help="comma-separated 0-based KDA layers")
+    sd = sub.add_parser(
+        "seed",
+        help="a run holding a delta (default: the shipped one) as its finished stage 2: "
+        "continue it with `run --stage2-tokens N`, or grow it with `run NEW --init-from RUN`",
+    )
+    sd.add_argument("run_dir", type=Path)
+    sd.add_argument("--delta", type=Path, help="delta file (default: the shipped delta)")
+    sd.add_argument(
+        "--teacher",
+        type=Path,
+        help="teacher checkpoint dir (default: build/find the teacher-equivalent k3-smol)",
+    )
+    sd.add_argument(
+        "--data-dir",
+        default="/tmp/k3distill-data",
+        help="folder with the chitchat-dataset and chatterbot-corpus wheels",
+    )
     at = sub.add_parser(
         "attribute",
         help="held-out KL/top-1 with each KDA layer put back to softmax attention, one at a time",
@@ -165,11 +192,7 @@ def _run(a: argparse.Namespace) -> int:
     from .pipeline import RunConfig, init_run, load_run, run_pipeline
 
     if not (a.run_dir / "config.json").exists():
-        teacher = a.teacher
-        if teacher is None:
-            from ..default_model import ensure_default_model
-
-            teacher = str(ensure_default_model())
+        teacher = a.teacher or _teacher_build()
         init_run(a.run_dir, RunConfig(teacher=str(teacher), data_dir=a.data_dir))
     cfg, _ = load_run(a.run_dir)
     over = {f.name: getattr(a, f.name) for f in fields(cfg) if getattr(a, f.name, None) is not None}
@@ -254,6 +277,31 @@ def _restore(a: argparse.Namespace) -> int:
     return 0
 
 
+def _seed(a: argparse.Namespace) -> int:
+    from ..default_model import DELTA_ENV, shipped_delta
+    from .seed import seed_run
+
+    delta, digest = a.delta, None
+    if delta is None:
+        shipped = shipped_delta()
+        if shipped is None:
+            raise ConfigError(
+                "no shipped delta to seed from", hint=f"pass --delta, or unset {DELTA_ENV}"
+            )
+        delta, digest, _ = shipped
+    st = seed_run(a.run_dir, delta, a.teacher or _teacher_build(), a.data_dir, digest)
+    print(json.dumps({"run": str(a.run_dir), "kda_layers": st["chosen"]}))
+    return 0
+
+
+def _teacher_build() -> Path:
+    """The teacher-equivalent k3-smol (built once, beside the app's; no delta applied): the
+    default build carries the shipped hybrid, which must not teach its successor."""
+    from ..default_model import ensure_default_model
+
+    return ensure_default_model(teacher=True)
+
+
 def _attribute(a: argparse.Namespace) -> int:
     from .attribute import attribute_run, format_report
 
@@ -274,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             "attribute": _attribute,
             "restore": _restore,
             "timed": _timed,
+            "seed": _seed,
         }
         return commands[a.cmd](a)
     except K3Error as e:

@@ -64,6 +64,9 @@ class RunConfig:
     stage2_lr: float = 3e-4
     stage2_top1_weight: float = 0.0
     """Weight of the teacher-argmax cross-entropy added to stage 2's KL (see stage2.py)."""
+    stage2_pretrained_lr_scale: float = 1.0
+    """Stage 2's learning rate for kept layers that `init_from` trained through stage 2, as a
+    fraction of `stage2_lr`: they are adapted already, the new layers start from stage 1."""
     threads: int = 1
     ckpt_seconds: float = 240.0
 
@@ -263,8 +266,12 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
 
     if until == "data":
         return st
+    pretrained = _stage2_trained(cfg)
+    todo = [i for i in cfg.candidates if i not in pretrained]
+    if "stage1" not in st["done"] and not todo:
+        finish("stage1", stage1_tokens=0)  # every layer of the hybrid is already trained
     if "stage1" not in st["done"]:
-        students = fresh(cfg.candidates)
+        students = fresh(todo)
         s = train_stage1(
             teacher,
             students,
@@ -278,11 +285,11 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
             return st
         finish("stage1", stage1_tokens=s["tokens"])
     if "rank" not in st["done"]:
-        students = fresh(cfg.candidates)
+        students = fresh(todo)
         saved = ckpt.load(run / "stage1.pt")
         for i in students:
             students[i].load_state_dict(saved["layers"][i])
-        kl = single_swap_kl(teacher, students, rrow, rmask)
+        kl = single_swap_kl(teacher, students, rrow, rmask) if students else {}
         order = sorted(kl, key=kl.get)
         chosen = list(cfg.keep_layers) + [i for i in order if i not in cfg.keep_layers]
         chosen = sorted(chosen[: cfg.n_layers])
@@ -294,11 +301,13 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         finish("rank", chosen=chosen)
     chosen = st["chosen"]
     if "stage1b" not in st["done"]:
-        students = fresh(chosen)
+        new = [i for i in chosen if i not in pretrained]
+        students = fresh(new)
         saved = ckpt.load(run / "stage1.pt")
-        for i in chosen:
+        for i in new:
             students[i].load_state_dict(saved["layers"][i])
-        if cfg.stage1b_tokens > 0:
+        tokens = 0
+        if cfg.stage1b_tokens > 0 and new:
             s = train_stage1(
                 teacher,
                 students,
@@ -316,17 +325,17 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
             )
             if not s["done"]:
                 return st
-            finish("stage1b", stage1b_tokens=s["tokens"])
-        else:
-            ckpt.save_atomic(
-                {
-                    "layers": {i: students[i].state_dict() for i in chosen},
-                    "opt": None,
-                    "state": {"done": True},
-                },
-                run / "stage1b.pt",
-            )
-            finish("stage1b", stage1b_tokens=0)
+            tokens = s["tokens"]
+        students |= fresh([i for i in chosen if i in pretrained])  # stage-2 weights of init_from
+        ckpt.save_atomic(
+            {
+                "layers": {i: students[i].state_dict() for i in chosen},
+                "opt": None,
+                "state": {"done": True},
+            },
+            run / "stage1b.pt",
+        )
+        finish("stage1b", stage1b_tokens=tokens)
     if until == "stage1b":
         return st
     if "stage2" in st["done"] and cfg.stage2_tokens > st.get("stage2_tokens", 0):
@@ -346,6 +355,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
                 top1_weight=cfg.stage2_top1_weight,
                 ckpt_seconds=cfg.ckpt_seconds,
                 rewarm_tokens=st.get("stage2_reopened_at", 0),
+                lr_scale={i: cfg.stage2_pretrained_lr_scale for i in chosen if i in pretrained},
             ),
             run / "stage2.pt",
             run / "train_log.jsonl",
@@ -372,6 +382,13 @@ def stage2_rows(
     if all_chat:
         return interleave(crow, arow, every=1), interleave(cmask, amask, every=1)
     return interleave(arow, crow, every=1), interleave(amask, cmask, every=1)
+
+
+def _stage2_trained(cfg: RunConfig) -> set[int]:
+    """Kept layers that `init_from` trained through stage 2 (e.g. a seeded shipped hybrid):
+    they skip stage 1 and 1b, whose attention-matching objective would undo that training."""
+    saved = ckpt.load(Path(cfg.init_from) / "stage2.pt") if cfg.init_from else None
+    return set(cfg.keep_layers) & set(saved["layers"]) if saved else set()
 
 
 def _load_earlier(prev: Path, mods: dict) -> None:

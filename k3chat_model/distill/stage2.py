@@ -17,9 +17,10 @@ for λ = 0.2).
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -44,6 +45,8 @@ class Stage2Config:
     rewarm_tokens: int = 0
     """Tokens at which a reopened (extended) run resumed: the schedule restarts there (warm-up to
     `lr`, cosine to its floor at `tokens`), since the old one had already decayed."""
+    lr_scale: dict[int, float] = field(default_factory=dict)
+    """Per-layer multiplier of `lr` (default 1): e.g. lower for layers adapted already."""
 
 
 def kd_loss(
@@ -78,18 +81,22 @@ def train_stage2(
     """
     layers = sorted(students)
     student.requires_grad_(False)
-    params = []
+    groups: dict[float, list[torch.nn.Parameter]] = {}
     for i in layers:
         students[i].requires_grad_(True).train()
-        params += list(students[i].parameters())
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+        groups.setdefault(cfg.lr_scale.get(i, 1.0), []).extend(students[i].parameters())
+    params = [p for g in groups.values() for p in g]
+    opt = torch.optim.AdamW(
+        [{"params": g, "scale": scale} for scale, g in groups.items()],
+        lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0,
+    )  # fmt: skip
     state = {"step": 0, "tokens": 0, "cursor": 0, "done": False, "loss": None}
     saved = ckpt.load(ckpt_path)
     if saved is not None:
         for i in layers:
             students[i].load_state_dict(saved["layers"][i])
         if saved["opt"] is not None:  # None: weights only (e.g. brought back from a GPU run)
-            opt.load_state_dict(saved["opt"])
+            _load_optimizer(opt, saved["opt"], list(groups))
         state = saved["state"]
     step_tokens = cfg.batch * rows.shape[1]
     total_steps = max(1, math.ceil(cfg.tokens / step_tokens))
@@ -117,7 +124,7 @@ def train_stage2(
             cfg.min_lr_frac,
         )
         for gr in opt.param_groups:
-            gr["lr"] = lr
+            gr["lr"] = lr * gr["scale"]
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=torch.bfloat16):
             s_logits = student(ids).logits
@@ -151,3 +158,14 @@ def train_stage2(
     state["done"] = state["step"] >= total_steps
     save()
     return state
+
+
+def _load_optimizer(opt: torch.optim.Optimizer, saved: dict, scales: list[float]) -> None:
+    """Resume AdamW's moments; the per-group `scale` always comes from the current config. A
+    checkpoint grouped differently (its `lr_scale` changed) restarts the moments instead."""
+    try:
+        opt.load_state_dict(saved)
+    except ValueError as e:
+        print(f"stage2: optimizer state not resumed ({e}); AdamW restarts", file=sys.stderr)
+    for group, scale in zip(opt.param_groups, scales, strict=True):
+        group["scale"] = scale

@@ -497,6 +497,24 @@ def test_build_applies_shipped_delta_and_loads_as_hybrid(
     assert not dm.is_built(built_dir)
 
 
+def test_teacher_build_has_no_delta_and_its_own_dir(
+    smol_wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Distillation learns from the teacher: with a delta shipped, `teacher=True` must not
+    return (or overwrite) the hybrid the app runs."""
+    _ship_random_delta(tmp_path, monkeypatch)
+    _configure_home(monkeypatch, tmp_path / "home")
+    path = dm.ensure_default_model(source=str(smol_wheel), teacher=True)
+    assert path == dm.default_model_dir(teacher=True) != dm.default_model_dir()
+    cfg = json.loads((path / "config.json").read_text())["text_config"]
+    assert cfg["linear_attn_config"]["kda_layers"] == []
+    assert dm.is_built(path, with_delta=False) and not dm.is_built(path)
+    assert not dm.default_model_dir().exists()
+    mtime = (path / dm.MARKER).stat().st_mtime_ns
+    assert dm.ensure_default_model(teacher=True) == path  # built: no source needed, no rebuild
+    assert (path / dm.MARKER).stat().st_mtime_ns == mtime
+
+
 def test_delta_with_wrong_hash_is_a_clear_error(
     smol_wheel: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -102,3 +102,34 @@ class StopAfter(StopFlag):
 
 REPLY_PROMPTS = [f"Tell me about topic {c}." for c in "abcdefgh"]
 """The reply-prompt pools of `reply_setup`: 4 chatterbot questions, then 4 instructions."""
+
+
+def trained_run(
+    run: Path, teacher_dir: Path, chosen: list[int], keep: list[int] | None = None
+) -> dict[int, dict]:
+    """A run through stage 2 whose KDA layers `chosen` hold "trained" weights (the teacher
+    initialisation plus noise, so they differ from it); returns their state dicts."""
+    from k3chat_model.distill import ckpt
+    from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config
+    from k3chat_model.distill.pipeline import RunConfig
+    from k3chat_model.loading import load_model
+
+    (run / "data").mkdir(parents=True)
+    (run / "data" / "rows.pt").write_bytes(b"rows")
+    cfg = RunConfig(
+        teacher=str(teacher_dir), data_dir="-", n_layers=len(chosen), keep_layers=keep or []
+    )
+    (run / "config.json").write_text(json.dumps(cfg.__dict__))
+    st = {"done": ["data", "stage1", "rank", "stage1b", "stage2"], "chosen": chosen}
+    (run / "state.json").write_text(json.dumps(st))
+    teacher = load_model(teacher_dir)
+    kcfg = kda_config(teacher.config, list(range(teacher.config.num_hidden_layers)))
+    torch.manual_seed(0)
+    layers = {i: init_kda_from_gqa(teacher.model.layers[i].self_attn, kcfg, i) for i in chosen}
+    with torch.no_grad():
+        for mod in layers.values():
+            for p in mod.parameters():
+                p.add_(0.01 * torch.randn_like(p))
+    sds = {i: m.state_dict() for i, m in layers.items()}
+    ckpt.save_atomic({"layers": sds, "opt": None, "state": {"tokens": 640}}, run / "stage2.pt")
+    return sds

@@ -7,34 +7,17 @@ import json
 from pathlib import Path
 
 import torch
+from distill_helpers import trained_run
 
-from k3chat_model.distill import ckpt
 from k3chat_model.distill.cli import main
 from k3chat_model.distill.gate import export_delta
-from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config
-from k3chat_model.distill.pipeline import RunConfig, load_hybrid
+from k3chat_model.distill.pipeline import load_hybrid
 from k3chat_model.loading import load_model
 
 
 def _run(tmp: Path, teacher_dir: Path) -> tuple[Path, dict]:
     run = tmp / "run"
-    (run / "data").mkdir(parents=True)
-    (run / "data" / "rows.pt").write_bytes(b"rows")
-    cfg = RunConfig(teacher=str(teacher_dir), data_dir="-", n_layers=2, keep_layers=[1])
-    (run / "config.json").write_text(json.dumps(cfg.__dict__))
-    st = {"done": ["data", "stage1", "rank", "stage1b", "stage2"], "chosen": [1, 2]}
-    (run / "state.json").write_text(json.dumps(st))
-    teacher = load_model(teacher_dir)
-    kcfg = kda_config(teacher.config, [0, 1, 2, 3])
-    torch.manual_seed(0)
-    layers = {i: init_kda_from_gqa(teacher.model.layers[i].self_attn, kcfg, i) for i in (1, 2)}
-    with torch.no_grad():
-        for mod in layers.values():
-            for p in mod.parameters():
-                p.add_(0.01 * torch.randn_like(p))  # "trained": differs from the initialisation
-    sds = {i: m.state_dict() for i, m in layers.items()}
-    ckpt.save_atomic({"layers": sds, "opt": None, "state": {"tokens": 640}}, run / "stage2.pt")
-    return run, sds
+    return run, trained_run(run, teacher_dir, [1, 2], keep=[1])
 
 
 def test_restored_run_keeps_the_other_layers_trained_weights(

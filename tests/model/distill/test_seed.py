@@ -1,0 +1,102 @@
+"""`distill seed`: a run rebuilt from a delta holds exactly the delta's weights, and growing it
+trains only the new layers' stage 1 while the seeded layers enter stage 2 as shipped."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from distill_helpers import VOCAB, trained_run
+
+from k3chat_model.delta import read_delta
+from k3chat_model.distill import ckpt
+from k3chat_model.distill.cli import main
+from k3chat_model.distill.gate import export_delta
+from k3chat_model.distill.pipeline import RunConfig, load_hybrid, run_pipeline
+
+
+def _delta(tmp: Path, teacher_dir: Path) -> tuple[Path, dict]:
+    sds = trained_run(tmp / "trained", teacher_dir, [1, 2])
+    path, _ = export_delta(tmp / "trained", tmp / "delta")
+    return path, sds
+
+
+def _seed(tmp: Path, teacher_dir: Path, capsys) -> tuple[Path, Path]:
+    delta, _ = _delta(tmp, teacher_dir)
+    seed = tmp / "seed"
+    args = ["seed", str(seed), "--delta", str(delta), "--teacher", str(teacher_dir)]
+    assert main([*args, "--data-dir", str(tmp)]) == 0
+    assert json.loads(capsys.readouterr().out)["kda_layers"] == [1, 2]
+    return seed, delta
+
+
+def test_seeded_run_exports_the_delta_it_was_seeded_from(
+    teacher_dir: Path, tmp_path: Path, capsys
+) -> None:
+    seed, delta = _seed(tmp_path, teacher_dir, capsys)
+    st = json.loads((seed / "state.json").read_text())
+    assert st["chosen"] == [1, 2] and "data" not in st["done"] and "stage2" in st["done"]
+    assert st["seeded_from"]["tokens"]["stage2_tokens"] == 640
+    again, _ = export_delta(seed, tmp_path / "again")
+    (meta_a, a), (meta_b, b) = read_delta(delta), read_delta(again)
+    assert meta_a["kda_layers"] == meta_b["kda_layers"] == [2, 3]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    students, _ = load_hybrid(seed, teacher_dir, [1, 2], "stage2.pt")
+    assert sorted(students) == [1, 2]
+
+
+def test_bad_seeds_are_one_line_errors(teacher_dir: Path, tmp_path: Path, capsys) -> None:
+    seed, delta = _seed(tmp_path, teacher_dir, capsys)
+    torn = tmp_path / "torn.safetensors"
+    torn.write_bytes(delta.read_bytes()[:1000])
+    cases = [
+        (seed, delta, "already a run"),
+        (tmp_path / "new", torn, "cannot read delta"),
+        (tmp_path / "new", tmp_path / "missing.safetensors", "delta not found"),
+    ]
+    for run, path, why in cases:
+        args = ["seed", str(run), "--delta", str(path), "--teacher", str(teacher_dir)]
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert why in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir() if "new" in p.name) == []
+
+
+def test_growing_a_seed_trains_stage1_on_new_layers_only(
+    teacher_dir: Path, tmp_path: Path, capsys
+) -> None:
+    seed, _ = _seed(tmp_path, teacher_dir, capsys)
+    seeded = ckpt.load(seed / "stage2.pt")["layers"]
+    run = tmp_path / "grow"
+    (run / "data").mkdir(parents=True)
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randint(3, VOCAB, (8, 32), generator=g)
+    mask = torch.ones_like(rows, dtype=torch.uint8)
+    torch.save(
+        {"chat": (rows, mask), "assist": (rows.flip(0), mask), "rank": (rows[:2], mask[:2])},
+        run / "data" / "rows.pt",
+    )
+    cfg = RunConfig(
+        teacher=str(teacher_dir), data_dir=str(tmp_path), candidates=[0, 1, 2, 3], n_layers=3,
+        keep_layers=[1, 2], init_from=str(seed), gen_prompts=0, stage1_tokens=256,
+        stage1b_tokens=128, stage2_tokens=192, stage2_lr=3e-3, stage2_pretrained_lr_scale=0.0,
+    )  # fmt: skip
+    ckpt.write_json(run / "config.json", asdict(cfg))
+    ckpt.write_json(run / "state.json", {"done": ["data"], "teacher_replies": 0})
+
+    st = run_pipeline(run)
+
+    assert st["done"][-1] == "stage2"
+    assert sorted(ckpt.load(run / "stage1.pt")["layers"]) == [0, 3]  # the seeded two skip it
+    ranked = json.loads((run / "ranking.json").read_text())["single_swap_kl"]
+    assert sorted(map(int, ranked)) == [0, 3]
+    new = next(i for i in st["chosen"] if i not in (1, 2))
+    assert len(st["chosen"]) == 3
+    before = ckpt.load(run / "stage1b.pt")["layers"]
+    after = ckpt.load(run / "stage2.pt")["layers"]
+    for i in (1, 2):  # stage 1b hands stage 2 the seeded weights; LR scale 0 keeps them
+        for k, v in seeded[i].items():
+            assert torch.equal(before[i][k], v) and torch.equal(after[i][k], v), (i, k)
+    assert any(not torch.equal(before[new][k], v) for k, v in after[new].items())
