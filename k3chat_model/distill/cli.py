@@ -134,6 +134,12 @@ def _parser() -> argparse.ArgumentParser:
     tm.add_argument("--batch", type=int, default=32, help="rows of 512 tokens per step")
     tm.add_argument("--lr", type=float, default=3e-4, help="peak learning rate")
     tm.add_argument("--top1-weight", type=float, default=0.2, help="as `run --stage2-top1-weight`")
+    tm.add_argument(
+        "--pretrained-lr-scale",
+        type=float,
+        help="LR multiplier of layers a grown run took trained from --init-from "
+        "(default: the run's --stage2-pretrained-lr-scale)",
+    )
     tm.add_argument("--evals", type=int, default=4, help="held-out evaluations (best one kept)")
     tm.add_argument(
         "--keep",
@@ -179,6 +185,7 @@ def _timed(a: argparse.Namespace) -> int:
         data_dir=a.data_dir,
         fresh_replies=a.fresh_replies,
         keep=a.keep,
+        pretrained_scale=a.pretrained_lr_scale,
         seed=a.seed,
         gen_batch=a.gen_batch,
         stop=StopFlag().install(),

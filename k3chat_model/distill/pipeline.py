@@ -335,7 +335,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
             },
             run / "stage1b.pt",
         )
-        finish("stage1b", stage1b_tokens=tokens)
+        finish("stage1b", stage1b_tokens=tokens, pretrained=sorted(set(chosen) & pretrained))
     if until == "stage1b":
         return st
     if "stage2" in st["done"] and cfg.stage2_tokens > st.get("stage2_tokens", 0):
@@ -355,7 +355,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
                 top1_weight=cfg.stage2_top1_weight,
                 ckpt_seconds=cfg.ckpt_seconds,
                 rewarm_tokens=st.get("stage2_reopened_at", 0),
-                lr_scale={i: cfg.stage2_pretrained_lr_scale for i in chosen if i in pretrained},
+                lr_scale=pretrained_lr_scale(cfg, st),
             ),
             run / "stage2.pt",
             run / "train_log.jsonl",
@@ -382,6 +382,13 @@ def stage2_rows(
     if all_chat:
         return interleave(crow, arow, every=1), interleave(cmask, amask, every=1)
     return interleave(arow, crow, every=1), interleave(amask, cmask, every=1)
+
+
+def pretrained_lr_scale(cfg: RunConfig, st: dict, scale: float | None = None) -> dict[int, float]:
+    """Stage 2's per-layer LR multipliers: `scale` (default the run's) for the layers that
+    entered stage 2 already trained by `init_from` (recorded in the state at stage 1b)."""
+    value = cfg.stage2_pretrained_lr_scale if scale is None else scale
+    return dict.fromkeys(st.get("pretrained", []), value)
 
 
 def _stage2_trained(cfg: RunConfig) -> set[int]:

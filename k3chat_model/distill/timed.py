@@ -32,7 +32,7 @@ from .data import ChatTokenizer
 from .gate import assistant_sequences, chat_sequences, heldout_assistant, kl_metrics
 from .generate import generate
 from .metrics import inference_copy
-from .pipeline import load_hybrid, load_run, stage2_rows
+from .pipeline import load_hybrid, load_run, pretrained_lr_scale, stage2_rows
 from .stage2 import Stage2Config, train_stage2
 from .validation import validation_sets
 
@@ -56,6 +56,7 @@ def timed_stage2(
     seed: int = 101,
     gen_batch: int = 256,
     keep: str = "best",
+    pretrained_scale: float | None = None,
     log: Callable[[str], None] = print,
     stop: ckpt.StopFlag | None = None,
 ) -> dict:
@@ -65,6 +66,8 @@ def timed_stage2(
     `sample_fresh_replies`) and adds them to the reply rows; the budget covers their generation.
     `keep="last"` writes the last evaluated snapshot instead of the best: for a run whose gains
     lie where the selection sets do not look (e.g. factual answers after `distill restore`).
+    `pretrained_scale` (default: the run's `stage2_pretrained_lr_scale`) multiplies `lr`
+    for the layers a grown run took already trained from `init_from`.
     Stopped early (`stop`, e.g. Ctrl-C), it still writes the best (or last) snapshot so far.
     The run's own checkpoints are never modified.
     """
@@ -120,6 +123,7 @@ def timed_stage2(
     log(f"rate {rate:.0f} tok/s -> {steps} steps of {step_tokens} tokens in {budget_s:.0f} s")
     eval_at = {round(steps * k / evals) for k in range(1, evals + 1)}
     report: dict = {"rate_tok_s": round(rate), "batch": batch, "lr": lr,
+                    "lr_scale": pretrained_lr_scale(cfg, st, pretrained_scale),
                     "top1_weight": top1_weight, "start": start, "evals": []}  # fmt: skip
     best: dict = {"score": _score(start), "weights": weights(), "step": 0}
 
@@ -142,6 +146,7 @@ def timed_stage2(
             warmup_steps=20,
             top1_weight=top1_weight,
             ckpt_seconds=1e9,
+            lr_scale=pretrained_lr_scale(cfg, st, pretrained_scale),
         ),
         run / "stage2-timed-train.pt",
         log_path=run / "train_log.jsonl",

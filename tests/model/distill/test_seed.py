@@ -88,7 +88,7 @@ def test_growing_a_seed_trains_stage1_on_new_layers_only(
 
     st = run_pipeline(run)
 
-    assert st["done"][-1] == "stage2"
+    assert st["done"][-1] == "stage2" and st["pretrained"] == [1, 2]
     assert sorted(ckpt.load(run / "stage1.pt")["layers"]) == [0, 3]  # the seeded two skip it
     ranked = json.loads((run / "ranking.json").read_text())["single_swap_kl"]
     assert sorted(map(int, ranked)) == [0, 3]

@@ -175,3 +175,19 @@ def test_keep_last_writes_the_last_evaluated_snapshot(
     )
     assert rep["best_step"] == rep["evals"][-1]["step"] == rep["steps"]
     assert ckpt.load(run / "stage2-timed.pt")["state"]["tokens"] == 640 + rep["evals"][-1]["tokens"]
+
+
+def test_layers_taken_trained_from_init_from_train_at_their_lr_scale(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    run = _run(tmp_path, teacher_dir)
+    st = json.loads((run / "state.json").read_text())
+    (run / "state.json").write_text(json.dumps({**st, "pretrained": [1]}))
+    held = [(r.tolist(), [1] * 32) for r in _rows(4, 9)[0]]
+    _held_out(monkeypatch, held[:2], held[2:])
+    rep = timed.timed_stage2(run, device="cpu", seconds=4, batch=2, lr=3e-3, evals=1,
+                             keep="last", pretrained_scale=0.0, log=lambda _m: None)  # fmt: skip
+    assert rep["steps"] >= 1 and rep["lr_scale"] == {1: 0.0}
+    start = ckpt.load(run / "stage2.pt")["layers"][1]
+    last = ckpt.load(run / "stage2-timed.pt")["layers"][1]
+    assert all(torch.equal(start[k], v) for k, v in last.items())
