@@ -11,7 +11,8 @@ steps replace the hand work:
         docs/k3-smol.md, session 7), and DEST/commands.txt, the command for each call: the
         last builds the teacher, runs `distill timed` and packs the result into $OUT. The parts are: the teacher's
         source wheel (split), the chitchat wheel, the `gguf` package, the run's rows (xz),
-        teacher replies, config and state, and its stage-2 layers in bf16. On the device the
+        teacher replies, config and state, and its stage-2 layers in bf16 (for a run stopped
+        after stage 1b, e.g. a grown seed, its stage-1b layers). On the device the
         teacher is rebuilt with `K3CHAT_SMOL_DELTA=none`, exactly as locally.
   out   RUN OUT
         On the device, after `distill timed`. Splits RUN/stage2-timed.pt into bf16 files of
@@ -53,7 +54,7 @@ def pack(run: Path, dest: Path, source: Path, part_mb: int) -> list[Path]:
     import gguf  # the device image lacks it; it is pure Python
 
     cfg = json.loads((run / "config.json").read_text())
-    saved = torch.load(run / "stage2.pt", map_location="cpu", weights_only=False)
+    saved = stage2_start(run)
     files: list[tuple[str, bytes]] = []  # (name on the device, content), smallest first
     run_files = {
         "run/config.json": json.dumps(
@@ -108,6 +109,20 @@ def pack(run: Path, dest: Path, source: Path, part_mb: int) -> list[Path]:
         dirs.append(d)
     _write_commands(dest, dirs)
     return dirs
+
+
+def stage2_start(run: Path) -> dict:
+    """The weights stage 2 continues from: the run's stage-2 checkpoint, or for a run stopped
+    after stage 1b (`run --until stage1b`, e.g. a grown seed) its stage-1b layers at 0 tokens."""
+    path = run / "stage2.pt"
+    if path.exists():
+        return torch.load(path, map_location="cpu", weights_only=False)
+    path = run / "stage1b.pt"
+    if not path.exists():
+        raise SystemExit(f"{run}: no stage2.pt or stage1b.pt to carry: run it through stage 1b")
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    state = {"step": 0, "tokens": 0, "cursor": 0, "done": True, "loss": None}
+    return {"layers": saved["layers"], "opt": None, "state": state}
 
 
 def _write_commands(dest: Path, dirs: list[Path]) -> None:

@@ -59,3 +59,16 @@ def test_script_names_the_selection_file_as_the_pipeline_does() -> None:
     from k3chat_model.distill.pipeline import VALIDATION_FILE
 
     assert _script().VALIDATION_FILE == VALIDATION_FILE
+
+
+def test_a_run_stopped_after_stage1b_is_carried_from_its_stage1b_layers(tmp_path: Path) -> None:
+    ds = _script()
+    layers = {3: {"w": torch.ones(2)}}
+    ckpt.save_atomic({"layers": layers, "opt": {"x": 1}, "state": {"done": True}},
+                     tmp_path / "stage1b.pt")  # fmt: skip
+    got = ds.stage2_start(tmp_path)
+    assert got["opt"] is None and got["state"]["tokens"] == 0 and got["state"]["step"] == 0
+    assert torch.equal(got["layers"][3]["w"], layers[3]["w"])
+    later = {"layers": {3: {"w": torch.zeros(2)}}, "opt": None, "state": {"tokens": 7}}
+    ckpt.save_atomic(later, tmp_path / "stage2.pt")
+    assert ds.stage2_start(tmp_path)["state"]["tokens"] == 7  # stage 2 under way: its own
