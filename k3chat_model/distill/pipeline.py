@@ -266,7 +266,8 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
 
     if until == "data":
         return st
-    pretrained = _stage2_trained(cfg)
+    # read init_from's checkpoint only while a phase that needs it is pending
+    pretrained = set(st["pretrained"]) if "pretrained" in st else _stage2_trained(cfg)
     todo = [i for i in cfg.candidates if i not in pretrained]
     if "stage1" not in st["done"] and not todo:
         finish("stage1", stage1_tokens=0)  # every layer of the hybrid is already trained
