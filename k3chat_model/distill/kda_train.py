@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..layers.kda import KimiDeltaAttention, l2_normalize
+from ..layers.kda import KimiDeltaAttention, ShortConv, l2_normalize
 
 CHUNK = 16
 
@@ -69,12 +69,30 @@ def chunk_kda_train(
     decay_end = GC.exp().transpose(-1, -2)  # [B, H, N, K, 1]
     S = q.new_zeros(B, H, K, V)
     outs = []
-    for n in range(N):
-        U = W_v[:, :, n] - W_k[:, :, n] @ S
-        outs.append(q_g[:, :, n] @ S + P[:, :, n] @ U)
-        S = decay_end[:, :, n] * S + k_end[:, :, n].transpose(-1, -2) @ U
+    # unbind once: indexing [:, :, n] inside the loop would make autograd build a zero-filled
+    # full-size gradient per chunk and per tensor (O(N²) memory traffic in the backward)
+    steps = zip(*(x.unbind(2) for x in (W_v, W_k, q_g, P, decay_end, k_end.transpose(-1, -2))))
+    for w_v, w_k, q_n, p_n, d_n, k_n in steps:
+        U = w_v - w_k @ S
+        outs.append(q_n @ S + p_n @ U)
+        S = d_n * S + k_n @ U
     o = torch.stack(outs, dim=2)  # [B, H, N, C, V]
     return o.permute(0, 2, 3, 1, 4).reshape(B, N * chunk, H, V)[:, :T]
+
+
+def short_conv_train(conv: ShortConv, x: torch.Tensor) -> torch.Tensor:
+    """`conv(x, None)[0]` as a sum of K shifted, scaled copies of x (fp32, then SiLU).
+
+    Why: on the CPU the depthwise `conv1d` forward and backward took 1.3–2× as long at stage-2
+    shapes (`benchmarks/kda_train.py`), and stage 2 runs three of them per KDA layer.
+    """
+    T, K = x.shape[1], conv.kernel
+    xs = F.pad(x.float(), (0, 0, K - 1, 0))  # zero history, as a cache-less forward has
+    w = conv.weight.float()[:, 0]  # [C, K]; w[:, K−1] hits the current token
+    y = xs[:, K - 1 :] * w[:, K - 1]
+    for j in range(K - 1):
+        y = torch.addcmul(y, xs[:, j : j + T], w[:, j])
+    return F.silu(y).to(x.dtype)
 
 
 def kda_forward_train(mod: KimiDeltaAttention, x: torch.Tensor) -> torch.Tensor:
@@ -84,9 +102,9 @@ def kda_forward_train(mod: KimiDeltaAttention, x: torch.Tensor) -> torch.Tensor:
     """
     B, T, _ = x.shape
     H, D = mod.H, mod.D
-    q, _ = mod.q_conv1d(mod.q_proj(x), None)
-    k, _ = mod.k_conv1d(mod.k_proj(x), None)
-    v, _ = mod.v_conv1d(mod.v_proj(x), None)
+    q = short_conv_train(mod.q_conv1d, mod.q_proj(x))
+    k = short_conv_train(mod.k_conv1d, mod.k_proj(x))
+    v = short_conv_train(mod.v_conv1d, mod.v_proj(x))
     q = l2_normalize(q.view(B, T, H, D))
     k = l2_normalize(k.view(B, T, H, D))
     v = v.view(B, T, H, D).float()

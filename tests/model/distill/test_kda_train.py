@@ -7,7 +7,13 @@ import torch
 import torch.nn.functional as F
 
 from k3chat_model.distill.hybrid import kda_config
-from k3chat_model.distill.kda_train import TrainableKDA, chunk_kda_train, kda_forward_train
+from k3chat_model.distill.kda_train import (
+    TrainableKDA,
+    chunk_kda_train,
+    kda_forward_train,
+    short_conv_train,
+)
+from k3chat_model.layers.kda import ShortConv
 from k3chat_model.ops.delta_rule.naive import naive_recurrent_kda
 
 
@@ -61,3 +67,19 @@ def test_layer_forward_matches_engine_layer(teacher) -> None:
     assert ((got - ref).norm() / ref.norm()).item() < 1e-4
     got.sum().backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in mod.parameters())
+
+
+def test_short_conv_train_matches_engine_conv_with_gradients() -> None:
+    """The shift-sum training conv gives the engine's depthwise conv1d values and gradients."""
+    conv = ShortConv(6, 4).double()
+    with torch.no_grad():
+        conv.weight.normal_()
+    x = torch.randn(2, 9, 6, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(2, 9, 6, dtype=torch.float64)
+    got = short_conv_train(conv, x)
+    grads = torch.autograd.grad((got * w).sum(), [x, conv.weight])
+    ref = conv(x, None)[0]
+    ref_grads = torch.autograd.grad((ref * w).sum(), [x, conv.weight])
+    assert ((got - ref).norm() / ref.norm()).item() < 1e-6  # the fp32 compute of both
+    for a, b in zip(grads, ref_grads, strict=True):
+        assert ((a - b).norm() / b.norm()).item() < 1e-6
