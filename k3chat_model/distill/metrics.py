@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -86,18 +87,47 @@ def teacher_logits(
 
 
 @torch.no_grad()
+@contextmanager
+def swapped(model: K3ForCausalLM, layers: dict[int, nn.Module], dtype: torch.dtype):
+    """`model` with the token mixers of `layers` replaced by inference copies, restored on exit."""
+    keep = {i: model.model.layers[i].self_attn for i in layers}
+    try:
+        for i, mod in layers.items():
+            model.model.layers[i].self_attn = inference_copy(mod, dtype)
+        yield model
+    finally:
+        for i, mod in keep.items():
+            model.model.layers[i].self_attn = mod
+
+
 def single_swap_kl(
-    teacher: K3ForCausalLM, layers: dict[int, nn.Module], rows: torch.Tensor, mask: torch.Tensor
+    teacher: K3ForCausalLM,
+    layers: dict[int, nn.Module],
+    rows: torch.Tensor,
+    mask: torch.Tensor,
+    context: dict[int, nn.Module] | None = None,
 ) -> dict[int, float]:
-    """KL of the teacher with exactly one layer swapped for its KDA student, per layer."""
+    """KL to the teacher with exactly one layer swapped for its KDA student, per layer.
+
+    With `context` (KDA layers already in the hybrid, e.g. a seeded shipped delta), each layer is
+    measured added to them: the KL of the hybrid it would join. Why: a growing run ships that
+    hybrid, and a layer's cost there differs from its cost alone (on the shipped 10-layer seed,
+    layer 23 ranked 13th of 17 alone but cost the most assistant top-1 in context).
+    """
     ref = teacher_logits(teacher, rows)
     dtype = teacher.model.embed_tokens.weight.dtype
     out = {}
-    for i, mod in sorted(layers.items()):
-        keep = teacher.model.layers[i].self_attn
-        teacher.model.layers[i].self_attn = inference_copy(mod, dtype)
-        try:
-            out[i] = compare(teacher, teacher, rows, mask, teacher_logits=ref)["kl"]
-        finally:
-            teacher.model.layers[i].self_attn = keep
+    with swapped(teacher, context or {}, dtype):
+        for i, mod in sorted(layers.items()):
+            with swapped(teacher, {i: mod}, dtype):
+                out[i] = compare(teacher, teacher, rows, mask, teacher_logits=ref)["kl"]
     return out
+
+
+def hybrid_kl(
+    teacher: K3ForCausalLM, layers: dict[int, nn.Module], rows: torch.Tensor, mask: torch.Tensor
+) -> float:
+    """KL to the teacher of the hybrid with all of `layers` swapped in."""
+    ref = teacher_logits(teacher, rows)
+    with swapped(teacher, layers, teacher.model.embed_tokens.weight.dtype):
+        return compare(teacher, teacher, rows, mask, teacher_logits=ref)["kl"]

@@ -32,7 +32,7 @@ from .data import (
 from .gate import delta_student
 from .generate import generate
 from .hybrid import attention_output_rms, init_kda_from_gqa, kda_config, swap_in
-from .metrics import single_swap_kl
+from .metrics import hybrid_kl, single_swap_kl
 from .quiz import quiz_prompts
 from .stage1 import Stage1Config, train_stage1
 from .stage2 import Stage2Config, train_stage2
@@ -290,14 +290,19 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         saved = ckpt.load(run / "stage1.pt")
         for i in students:
             students[i].load_state_dict(saved["layers"][i])
-        kl = single_swap_kl(teacher, students, rrow, rmask) if students else {}
+        # a growing run ranks each candidate added to the hybrid it would join
+        context = fresh(sorted(pretrained)) if pretrained else {}
+        kl = single_swap_kl(teacher, students, rrow, rmask, context) if students else {}
         order = sorted(kl, key=kl.get)
         chosen = list(cfg.keep_layers) + [i for i in order if i not in cfg.keep_layers]
         chosen = sorted(chosen[: cfg.n_layers])
-        ckpt.write_json(
-            run / "ranking.json",
-            {"single_swap_kl": {str(i): kl[i] for i in order}, "chosen": chosen},
-        )
+        ranking = {"single_swap_kl": {str(i): kl[i] for i in order}, "chosen": chosen}
+        if context:
+            ranking["context"] = {
+                "layers": sorted(context),
+                "kl": hybrid_kl(teacher, context, rrow, rmask),
+            }
+        ckpt.write_json(run / "ranking.json", ranking)
         _log(run, "ranking: " + ", ".join(f"{i}:{kl[i]:.4f}" for i in order))
         finish("rank", chosen=chosen)
     chosen = st["chosen"]

@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+import pytest
 import torch
 from distill_helpers import VOCAB, trained_run
 
@@ -14,7 +15,10 @@ from k3chat_model.delta import read_delta
 from k3chat_model.distill import ckpt
 from k3chat_model.distill.cli import main
 from k3chat_model.distill.gate import export_delta
+from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config
+from k3chat_model.distill.metrics import hybrid_kl
 from k3chat_model.distill.pipeline import RunConfig, load_hybrid, run_pipeline
+from k3chat_model.loading import load_model
 
 
 def _delta(tmp: Path, teacher_dir: Path) -> tuple[Path, dict]:
@@ -90,8 +94,24 @@ def test_growing_a_seed_trains_stage1_on_new_layers_only(
 
     assert st["done"][-1] == "stage2" and st["pretrained"] == [1, 2]
     assert sorted(ckpt.load(run / "stage1.pt")["layers"]) == [0, 3]  # the seeded two skip it
-    ranked = json.loads((run / "ranking.json").read_text())["single_swap_kl"]
+    ranking = json.loads((run / "ranking.json").read_text())
+    ranked = ranking["single_swap_kl"]
     assert sorted(map(int, ranked)) == [0, 3]
+    # each candidate is ranked added to the seeded hybrid it would join
+    teacher = load_model(teacher_dir, dtype=torch.bfloat16)  # as the pipeline loads it
+    kcfg = kda_config(teacher.config, [0, 1, 2, 3])
+    seeded_mods, stage1 = {}, ckpt.load(run / "stage1.pt")["layers"]
+    for i, weights in [(1, seeded[1]), (2, seeded[2]), (3, stage1[3])]:
+        seeded_mods[i] = init_kda_from_gqa(teacher.model.layers[i].self_attn, kcfg, i)
+        seeded_mods[i].load_state_dict(weights)
+    assert ranking["context"]["layers"] == [1, 2]
+    assert ranking["context"]["kl"] == pytest.approx(
+        hybrid_kl(teacher, {i: seeded_mods[i] for i in (1, 2)}, rows[:2], mask[:2]), rel=1e-5
+    )
+    in_context = hybrid_kl(teacher, seeded_mods, rows[:2], mask[:2])
+    alone = hybrid_kl(teacher, {3: seeded_mods[3]}, rows[:2], mask[:2])
+    assert ranked["3"] == pytest.approx(in_context, rel=1e-5)
+    assert ranked["3"] != pytest.approx(alone, rel=1e-3)  # alone, layer 3 costs something else
     new = next(i for i in st["chosen"] if i not in (1, 2))
     assert len(st["chosen"]) == 3
     before = ckpt.load(run / "stage1b.pt")["layers"]
