@@ -86,7 +86,6 @@ def teacher_logits(
     ]
 
 
-@torch.no_grad()
 @contextmanager
 def swapped(model: K3ForCausalLM, layers: dict[int, nn.Module], dtype: torch.dtype):
     """`model` with the token mixers of `layers` replaced by inference copies, restored on exit."""
@@ -100,21 +99,24 @@ def swapped(model: K3ForCausalLM, layers: dict[int, nn.Module], dtype: torch.dty
             model.model.layers[i].self_attn = mod
 
 
+@torch.no_grad()
 def single_swap_kl(
     teacher: K3ForCausalLM,
     layers: dict[int, nn.Module],
     rows: torch.Tensor,
     mask: torch.Tensor,
     context: dict[int, nn.Module] | None = None,
+    ref: list[torch.Tensor] | None = None,
 ) -> dict[int, float]:
     """KL to the teacher with exactly one layer swapped for its KDA student, per layer.
 
     With `context` (KDA layers already in the hybrid, e.g. a seeded shipped delta), each layer is
     measured added to them: the KL of the hybrid it would join. Why: a growing run ships that
     hybrid, and a layer's cost there differs from its cost alone (on the shipped 10-layer seed,
-    layer 23 ranked 13th of 17 alone but cost the most assistant top-1 in context).
+    layer 23 ranked 13th of 17 alone but cost the most assistant top-1 in context). `ref`: the
+    teacher's logits on `rows` (`teacher_logits`), when already known.
     """
-    ref = teacher_logits(teacher, rows)
+    ref = ref if ref is not None else teacher_logits(teacher, rows)
     dtype = teacher.model.embed_tokens.weight.dtype
     out = {}
     with swapped(teacher, context or {}, dtype):
@@ -124,10 +126,15 @@ def single_swap_kl(
     return out
 
 
+@torch.no_grad()
 def hybrid_kl(
-    teacher: K3ForCausalLM, layers: dict[int, nn.Module], rows: torch.Tensor, mask: torch.Tensor
+    teacher: K3ForCausalLM,
+    layers: dict[int, nn.Module],
+    rows: torch.Tensor,
+    mask: torch.Tensor,
+    ref: list[torch.Tensor] | None = None,
 ) -> float:
     """KL to the teacher of the hybrid with all of `layers` swapped in."""
-    ref = teacher_logits(teacher, rows)
+    ref = ref if ref is not None else teacher_logits(teacher, rows)
     with swapped(teacher, layers, teacher.model.embed_tokens.weight.dtype):
         return compare(teacher, teacher, rows, mask, teacher_logits=ref)["kl"]

@@ -32,7 +32,7 @@ from .data import (
 from .gate import delta_student
 from .generate import generate
 from .hybrid import attention_output_rms, init_kda_from_gqa, kda_config, swap_in
-from .metrics import hybrid_kl, single_swap_kl
+from .metrics import hybrid_kl, single_swap_kl, teacher_logits
 from .quiz import quiz_prompts
 from .stage1 import Stage1Config, train_stage1
 from .stage2 import Stage2Config, train_stage2
@@ -292,7 +292,8 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
             students[i].load_state_dict(saved["layers"][i])
         # a growing run ranks each candidate added to the hybrid it would join
         context = fresh(sorted(pretrained)) if pretrained else {}
-        kl = single_swap_kl(teacher, students, rrow, rmask, context) if students else {}
+        ref = teacher_logits(teacher, rrow)
+        kl = single_swap_kl(teacher, students, rrow, rmask, context, ref) if students else {}
         order = sorted(kl, key=kl.get)
         chosen = list(cfg.keep_layers) + [i for i in order if i not in cfg.keep_layers]
         chosen = sorted(chosen[: cfg.n_layers])
@@ -300,7 +301,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         if context:
             ranking["context"] = {
                 "layers": sorted(context),
-                "kl": hybrid_kl(teacher, context, rrow, rmask),
+                "kl": hybrid_kl(teacher, context, rrow, rmask, ref),
             }
         ckpt.write_json(run / "ranking.json", ranking)
         _log(run, "ranking: " + ", ".join(f"{i}:{kl[i]:.4f}" for i in order))

@@ -31,7 +31,7 @@ from . import ckpt
 from .data import ChatTokenizer
 from .gate import assistant_sequences, chat_sequences, heldout_assistant, kl_metrics
 from .generate import generate
-from .metrics import inference_copy
+from .metrics import swapped
 from .pipeline import load_hybrid, load_run, pretrained_lr_scale, stage2_rows
 from .stage2 import Stage2Config, train_stage2
 from .validation import validation_sets
@@ -96,19 +96,12 @@ def timed_stage2(
     def evaluate() -> dict:
         """KL/top-1 with the KDA layers in bf16 as they ship (as the gate runs them): on the
         gate's sets (reported) and on the selection sets (`val`, which choose the snapshot)."""
-        layers = student.model.layers
-        dtype = teacher.model.embed_tokens.weight.dtype
-        for i, mod in students.items():
-            layers[i].self_attn = inference_copy(mod, dtype)
-        try:
+        with swapped(student, students, teacher.model.embed_tokens.weight.dtype):
             res = {k: kl_metrics(teacher, student, v, ref[k]) for k, v in sets.items()}
             res["val"] = {
                 k: kl_metrics(teacher, student, v, ref["val_" + k]) for k, v in val.items()
             }
             return res
-        finally:
-            for i, mod in students.items():
-                layers[i].self_attn = mod
 
     def weights() -> dict:
         return {i: {k: v.detach().to("cpu", copy=True) for k, v in students[i].state_dict().items()}
