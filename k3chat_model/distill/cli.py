@@ -60,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
         "--stage2-pretrained-lr-scale",
         type=float,
         help="stage-2 LR of kept layers that --init-from trained through stage 2, as a "
-        "fraction of --stage2-lr (default 1)",
+        "fraction of --stage2-lr (default 1; 0 freezes them, and the backward then stops at "
+        "the lowest layer that trains)",
     )
     r.add_argument(
         "--stage2-top1-weight",

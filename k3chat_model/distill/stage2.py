@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from ..errors import ConfigError
 from ..model import K3ForCausalLM
 from . import ckpt
 from .kda_train import TrainableKDA
@@ -46,7 +47,9 @@ class Stage2Config:
     """Tokens at which a reopened (extended) run resumed: the schedule restarts there (warm-up to
     `lr`, cosine to its floor at `tokens`), since the old one had already decayed."""
     lr_scale: dict[int, float] = field(default_factory=dict)
-    """Per-layer multiplier of `lr` (default 1): e.g. lower for layers adapted already."""
+    """Per-layer multiplier of `lr` (default 1): e.g. lower for layers adapted already. 0
+    freezes a layer: it keeps its weights, and autograd then starts at the lowest layer that
+    trains, so the backward skips every layer below it."""
 
 
 def kd_loss(
@@ -82,9 +85,14 @@ def train_stage2(
     layers = sorted(students)
     student.requires_grad_(False)
     groups: dict[float, list[torch.nn.Parameter]] = {}
-    for i in layers:
+    for i in (i for i in layers if cfg.lr_scale.get(i, 1.0) > 0):
         students[i].requires_grad_(True).train()
         groups.setdefault(cfg.lr_scale.get(i, 1.0), []).extend(students[i].parameters())
+    if not groups:
+        raise ConfigError(
+            "stage 2 has no layer to train: every layer's LR scale is 0",
+            hint="give the new layers a positive --stage2-lr",
+        )
     params = [p for g in groups.values() for p in g]
     opt = torch.optim.AdamW(
         [{"params": g, "scale": scale} for scale, g in groups.items()],

@@ -18,6 +18,7 @@ from k3chat_model.distill.hybrid import (
 )
 from k3chat_model.distill.stage1 import Stage1Config, train_stage1
 from k3chat_model.distill.stage2 import Stage2Config, train_stage2
+from k3chat_model.errors import ConfigError
 
 
 def _rows(n: int = 8, T: int = 32) -> torch.Tensor:
@@ -146,3 +147,28 @@ def test_top1_term_breaks_teacher_ties_towards_its_argmax() -> None:
         want = (t_probs + lam * torch.nn.functional.one_hot(torch.tensor(0), 4)) / (1 + lam)
         assert torch.allclose(got, want, atol=2e-3), (lam, got, want)
     assert got[0] - got[1] > 0.15  # the 0.01 teacher margin became a clear one
+
+
+def test_stage2_lr_scale_zero_freezes_a_layer_out_of_the_backward(tmp_path: Path) -> None:
+    """A grown hybrid may freeze its shipped layers: they keep their weights, get no gradient
+    and no optimizer state, so the backward stops at the lowest layer that trains."""
+    torch.manual_seed(0)
+    t, student = tiny_teacher(), tiny_teacher()
+    studs = _students(t, [1, 2])
+    swap_in(student, studs)
+    rows = _rows(4)
+    mask = torch.ones_like(rows, dtype=torch.uint8)
+    frozen = {k: v.clone() for k, v in studs[1].state_dict().items()}
+    trained = {k: v.clone() for k, v in studs[2].state_dict().items()}
+    cfg = Stage2Config(tokens=3 * 2 * 32, lr=3e-3, warmup_steps=1, lr_scale={1: 0.0})
+    train_stage2(t, student, studs, rows, mask, cfg, tmp_path / "s2.pt")
+    assert all(torch.equal(v, frozen[k]) for k, v in studs[1].state_dict().items())
+    assert all(p.grad is None for p in studs[1].parameters())
+    assert any(not torch.equal(v, trained[k]) for k, v in studs[2].state_dict().items())
+    opt = torch.load(tmp_path / "s2.pt", weights_only=False)["opt"]
+    n_trained = sum(1 for _ in studs[2].parameters())
+    assert sum(len(g["params"]) for g in opt["param_groups"]) == n_trained
+
+    cfg = Stage2Config(tokens=2 * 32, lr=3e-3, lr_scale={1: 0.0, 2: 0.0})
+    with pytest.raises(ConfigError, match="no layer to train"):
+        train_stage2(t, student, studs, rows, mask, cfg, tmp_path / "s2b.pt")
