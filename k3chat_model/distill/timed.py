@@ -109,14 +109,15 @@ def timed_stage2(
 
     start = evaluate()
     log(f"start: {json.dumps(start)}")
-    rate = _measure_rate(teacher, student, students, rows, mask, batch, run, weights())
+    lr_scale = pretrained_lr_scale(cfg, st, pretrained_scale)
+    rate = _measure_rate((teacher, student, students, rows, mask), batch, lr_scale, run, weights())
     budget_s = t_end - time.time() - RESERVE_S * seconds
     step_tokens = batch * rows.shape[1]
     steps = max(1, int(rate * budget_s / step_tokens))
     log(f"rate {rate:.0f} tok/s -> {steps} steps of {step_tokens} tokens in {budget_s:.0f} s")
     eval_at = {round(steps * k / evals) for k in range(1, evals + 1)}
     report: dict = {"rate_tok_s": round(rate), "batch": batch, "lr": lr,
-                    "lr_scale": pretrained_lr_scale(cfg, st, pretrained_scale),
+                    "lr_scale": lr_scale,
                     "top1_weight": top1_weight, "start": start, "evals": []}  # fmt: skip
     best: dict = {"score": _score(start), "weights": weights(), "step": 0}
 
@@ -139,7 +140,7 @@ def timed_stage2(
             warmup_steps=20,
             top1_weight=top1_weight,
             ckpt_seconds=1e9,
-            lr_scale=pretrained_lr_scale(cfg, st, pretrained_scale),
+            lr_scale=lr_scale,
         ),
         run / "stage2-timed-train.pt",
         log_path=run / "train_log.jsonl",
@@ -219,17 +220,28 @@ def _score(res: dict) -> tuple[float, float]:
 
 
 def _measure_rate(
-    teacher, student, students: dict, rows, mask, batch: int, run: Path, saved: dict
-) -> float:  # noqa: ANN001
-    """Tokens/s of real training steps (after two warm-up steps); weights are restored after."""
+    models: tuple, batch: int, lr_scale: dict[int, float], run: Path, saved: dict
+) -> float:
+    """Tokens/s of real training steps (after two warm-up steps); weights are restored after.
+
+    The steps train the same layers as the run will (`lr_scale`): frozen layers (scale 0) make
+    a step much cheaper, and a rate measured with every layer training would end the cosine
+    early."""
+    rows = models[3]
     marks: list[float] = []
     _scratch_train(
-        (teacher, student, students, rows, mask),
-        Stage2Config(MEASURE_STEPS * batch * rows.shape[1], batch=batch, lr=0.0, ckpt_seconds=1e9),
+        models,
+        Stage2Config(
+            MEASURE_STEPS * batch * rows.shape[1],
+            batch=batch,
+            lr=0.0,
+            ckpt_seconds=1e9,
+            lr_scale=lr_scale,
+        ),
         run / "stage2-timed-measure.pt",
         on_step=lambda s: marks.append(time.time()) if s["step"] >= 2 else None,
     )
-    for i, mod in students.items():
+    for i, mod in models[2].items():
         mod.load_state_dict(saved[i])  # copies into the parameters
     return (len(marks) - 1) * batch * rows.shape[1] / max(marks[-1] - marks[0], 1e-6)
 

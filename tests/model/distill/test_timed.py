@@ -22,19 +22,19 @@ def _rows(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return rows.to(torch.int32), torch.ones_like(rows, dtype=torch.uint8)
 
 
-def _run(tmp: Path, teacher_dir: Path) -> Path:
+def _run(tmp: Path, teacher_dir: Path, layers: tuple[int, ...] = (1,)) -> Path:
     run = tmp / "run"
     (run / "data").mkdir(parents=True)
     (run / "config.json").write_text(json.dumps({"teacher": str(teacher_dir), "data_dir": "-"}))
-    st = {"done": ["data", "stage1", "rank", "stage1b", "stage2"], "chosen": [1],
+    st = {"done": ["data", "stage1", "rank", "stage1b", "stage2"], "chosen": list(layers),
           "stage2_tokens": 640}  # fmt: skip
     (run / "state.json").write_text(json.dumps(st))
     teacher = load_model(teacher_dir)
     kcfg = kda_config(teacher.config, [0, 1, 2, 3])
-    kda = init_kda_from_gqa(teacher.model.layers[1].self_attn, kcfg, 1)
+    kda = {i: init_kda_from_gqa(teacher.model.layers[i].self_attn, kcfg, i).state_dict()
+           for i in layers}  # fmt: skip
     ckpt.save_atomic(
-        {"layers": {1: kda.state_dict()}, "opt": None, "state": {"tokens": 640, "done": True}},
-        run / "stage2.pt",
+        {"layers": kda, "opt": None, "state": {"tokens": 640, "done": True}}, run / "stage2.pt"
     )
     torch.save({"chat": _rows(6, 1), "assist": _rows(3, 2), "rank": _rows(2, 3)},
                run / "data" / "rows.pt")  # fmt: skip
@@ -180,14 +180,20 @@ def test_keep_last_writes_the_last_evaluated_snapshot(
 def test_layers_taken_trained_from_init_from_train_at_their_lr_scale(
     teacher_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    run = _run(tmp_path, teacher_dir)
+    run = _run(tmp_path, teacher_dir, layers=(1, 2))
     st = json.loads((run / "state.json").read_text())
     (run / "state.json").write_text(json.dumps({**st, "pretrained": [1]}))
     held = [(r.tolist(), [1] * 32) for r in _rows(4, 9)[0]]
     _held_out(monkeypatch, held[:2], held[2:])
+    scales = []  # the rate is measured on steps that freeze the same layers as the run
+    real = timed._scratch_train
+    monkeypatch.setattr(timed, "_scratch_train",
+                        lambda m, cfg, *a, **k: scales.append(cfg.lr_scale) or real(m, cfg, *a, **k))  # fmt: skip
     rep = timed.timed_stage2(run, device="cpu", seconds=4, batch=2, lr=3e-3, evals=1,
                              keep="last", pretrained_scale=0.0, log=lambda _m: None)  # fmt: skip
     assert rep["steps"] >= 1 and rep["lr_scale"] == {1: 0.0}
-    start = ckpt.load(run / "stage2.pt")["layers"][1]
-    last = ckpt.load(run / "stage2-timed.pt")["layers"][1]
-    assert all(torch.equal(start[k], v) for k, v in last.items())
+    assert scales == [{1: 0.0}, {1: 0.0}]  # the rate measurement, then the training
+    start = ckpt.load(run / "stage2.pt")["layers"]
+    last = ckpt.load(run / "stage2-timed.pt")["layers"]
+    assert all(torch.equal(start[1][k], v) for k, v in last[1].items())  # frozen
+    assert any(not torch.equal(start[2][k], v) for k, v in last[2].items())  # trained
