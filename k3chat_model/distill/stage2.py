@@ -91,7 +91,8 @@ def train_stage2(
     if not groups:
         raise ConfigError(
             "stage 2 has no layer to train: every layer's LR scale is 0",
-            hint="give the new layers a positive --stage2-lr",
+            hint="every layer of this run came trained from --init-from; give them a "
+            "--stage2-pretrained-lr-scale (timed: --pretrained-lr-scale) above 0",
         )
     params = [p for g in groups.values() for p in g]
     opt = torch.optim.AdamW(
