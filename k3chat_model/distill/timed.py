@@ -227,7 +227,7 @@ def _measure_rate(
     The steps train the same layers as the run will (`lr_scale`): frozen layers (scale 0) make
     a step much cheaper, and a rate measured with every layer training would end the cosine
     early."""
-    rows = models[3]
+    _, _, students, rows, _ = models
     marks: list[float] = []
     _scratch_train(
         models,
@@ -241,7 +241,7 @@ def _measure_rate(
         run / "stage2-timed-measure.pt",
         on_step=lambda s: marks.append(time.time()) if s["step"] >= 2 else None,
     )
-    for i, mod in models[2].items():
+    for i, mod in students.items():
         mod.load_state_dict(saved[i])  # copies into the parameters
     return (len(marks) - 1) * batch * rows.shape[1] / max(marks[-1] - marks[0], 1e-6)
 
