@@ -147,7 +147,9 @@ def timed_stage2(
         stop=stop,
         on_step=on_step,
     )
-    base = int(ckpt.load(run / "stage2.pt")["state"]["tokens"])  # what the start weights saw
+    # what the start weights saw in stage 2: none for a run stopped after stage 1b
+    start_ckpt = ckpt.load(run / "stage2.pt")
+    base = int(start_ckpt["state"]["tokens"]) if start_ckpt is not None else 0
     chosen = next((e for e in report["evals"] if e["step"] == best["step"]), start)
     report.update(
         best_step=best["step"],

@@ -97,6 +97,29 @@ def test_stopped_timed_run_still_writes_its_best_snapshot_and_leaves_the_run_alo
     assert not (run / "stage2-timed-train.pt").exists()
 
 
+def test_timed_starts_a_run_stopped_after_stage1b_and_rewinds_to_stage2(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """`run --until stage1b` then `timed` (the grow-then-train recipe): the stage-1b layers are
+    the start, the snapshot counts only timed's tokens, and rewind makes it a finished stage 2."""
+    run = _run(tmp_path, teacher_dir)
+    (run / "stage2.pt").rename(run / "stage1b.pt")
+    st = json.loads((run / "state.json").read_text())
+    st["done"].remove("stage2")
+    st.pop("stage2_tokens")
+    (run / "state.json").write_text(json.dumps(st))
+    held = [(r.tolist(), [1] * 32) for r in _rows(2, 9)[0]]
+    _held_out(monkeypatch, held[:1], held[1:])
+    rep = timed.timed_stage2(
+        run, device="cpu", seconds=6, batch=2, lr=3e-3, evals=1, keep="last", log=lambda _m: None
+    )
+    saved = ckpt.load(run / "stage2-timed.pt")
+    assert rep["best_step"] > 0 and saved["state"]["tokens"] == rep["best"]["tokens"]
+    assert main(["rewind", str(run), str(run / "stage2-timed.pt")]) == 0
+    st = json.loads((run / "state.json").read_text())
+    assert "stage2" in st["done"] and st["stage2_tokens"] == rep["best"]["tokens"]
+
+
 def test_fresh_replies_are_new_samples_of_the_runs_prompts_and_kept(
     teacher_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
