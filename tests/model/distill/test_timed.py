@@ -100,8 +100,8 @@ def test_stopped_timed_run_still_writes_its_best_snapshot_and_leaves_the_run_alo
 def test_timed_starts_a_run_stopped_after_stage1b_and_rewinds_to_stage2(
     teacher_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    """`run --until stage1b` then `timed` (the grow-then-train recipe): the stage-1b layers are
-    the start, the snapshot counts only timed's tokens, and rewind makes it a finished stage 2."""
+    """`run --until stage1b` then `timed` (the grow-then-train recipe): with no stage2.pt yet,
+    the snapshot counts only timed's tokens, and rewind makes it a finished stage 2."""
     run = _run(tmp_path, teacher_dir)
     (run / "stage2.pt").rename(run / "stage1b.pt")
     st = json.loads((run / "state.json").read_text())
