@@ -40,21 +40,34 @@ def lr_at(step: int, total_steps: int, cfg_lr: float, warmup: int, min_frac: flo
     return cfg_lr * (min_frac + (1 - min_frac) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
+class _Captured(Exception):
+    """Raised by the last capture hook: the layers above it are not needed."""
+
+
 @torch.no_grad()
 def capture(
     teacher: K3ForCausalLM, ids: torch.Tensor, layers: list[int]
 ) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
-    """Teacher-forced (attention input, attention output) per layer, as fp32."""
+    """Teacher-forced (attention input, attention output) per layer, as fp32.
+
+    The pass stops at the last requested layer: a growth run trains one layer of 30, and
+    running the teacher's layers above it would be wasted work.
+    """
     got: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    last = max(layers)
     hooks = []
     for i in layers:
 
         def hook(_m, args, out, i=i):  # noqa: ANN001
             got[i] = (args[0].float(), out.float())
+            if i == last:
+                raise _Captured
 
         hooks.append(teacher.model.layers[i].self_attn.register_forward_hook(hook))
     try:
         teacher.model(ids)
+    except _Captured:
+        pass
     finally:
         for h in hooks:
             h.remove()

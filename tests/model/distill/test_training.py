@@ -16,7 +16,7 @@ from k3chat_model.distill.hybrid import (
     official_kda_tensors,
     swap_in,
 )
-from k3chat_model.distill.stage1 import Stage1Config, train_stage1
+from k3chat_model.distill.stage1 import Stage1Config, capture, train_stage1
 from k3chat_model.distill.stage2 import Stage2Config, train_stage2
 from k3chat_model.errors import ConfigError
 
@@ -52,6 +52,31 @@ def test_swap_in_marks_layers_kda_and_official_names_round_trip(teacher) -> None
     assert teacher.config.layer_kinds == ["gqa", "kda", "gqa", "kda"]
     with torch.no_grad():
         assert torch.isfinite(teacher(_rows(1)).logits).all()
+
+
+def test_capture_stops_at_the_last_layer_asked_for_with_the_full_pass_values(teacher) -> None:
+    ids = _rows(2)
+    full: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    hooks = [
+        teacher.model.layers[i].self_attn.register_forward_hook(
+            lambda _m, a, o, i=i: full.__setitem__(i, (a[0].float(), o.float()))
+        )
+        for i in range(4)
+    ]
+    with torch.no_grad():
+        teacher.model(ids)
+    for h in hooks:
+        h.remove()
+    above: list[int] = []
+    spy = teacher.model.layers[3].register_forward_hook(lambda *_: above.append(1))
+    try:
+        got = capture(teacher, ids, [2, 1])
+    finally:
+        spy.remove()
+    assert sorted(got) == [1, 2] and not above  # layer 3 never ran
+    for i in (1, 2):
+        assert torch.equal(got[i][0], full[i][0]) and torch.equal(got[i][1], full[i][1])
+    assert not teacher.model.layers[2].self_attn._forward_hooks  # hooks removed
 
 
 def test_stage1_lowers_loss_and_resume_matches_uninterrupted(tmp_path: Path) -> None:
