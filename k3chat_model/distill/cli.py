@@ -24,6 +24,14 @@ from ..errors import ConfigError, K3Error
 DEFAULT_DEST = Path(__file__).resolve().parents[1] / "deltas"
 
 
+def _layer_list(text: str) -> list[int]:
+    """argparse type for "24,25,26": a malformed list becomes a usage error, not a traceback."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated layer numbers") from e
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="k3chat model distill", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -141,6 +149,13 @@ def _parser() -> argparse.ArgumentParser:
         help="LR multiplier of layers a grown run took trained from --init-from "
         "(default: the run's --stage2-pretrained-lr-scale)",
     )
+    tm.add_argument(
+        "--pretrained-train",
+        type=_layer_list,
+        metavar="LAYERS",
+        help="only these of the --init-from layers train (at --pretrained-lr-scale); "
+        "the others are frozen, e.g. 24,25,26,27,28,29",
+    )
     tm.add_argument("--evals", type=int, default=4, help="held-out evaluations (best one kept)")
     tm.add_argument(
         "--keep",
@@ -187,6 +202,7 @@ def _timed(a: argparse.Namespace) -> int:
         fresh_replies=a.fresh_replies,
         keep=a.keep,
         pretrained_scale=a.pretrained_lr_scale,
+        pretrained_train=a.pretrained_train,
         seed=a.seed,
         gen_batch=a.gen_batch,
         stop=StopFlag().install(),

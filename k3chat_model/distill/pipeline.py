@@ -391,11 +391,26 @@ def stage2_rows(
     return interleave(arow, crow, every=1), interleave(amask, cmask, every=1)
 
 
-def pretrained_lr_scale(cfg: RunConfig, st: dict, scale: float | None = None) -> dict[int, float]:
+def pretrained_lr_scale(
+    cfg: RunConfig, st: dict, scale: float | None = None, train: list[int] | None = None
+) -> dict[int, float]:
     """Stage 2's per-layer LR multipliers: `scale` (default the run's) for the layers that
-    entered stage 2 already trained by `init_from` (recorded in the state at stage 1b)."""
+    entered stage 2 already trained by `init_from` (recorded in the state at stage 1b).
+
+    With `train`, only those of them learn and the rest are frozen (scale 0): e.g. the seeded
+    layers above a new one, which the backward passes through anyway, adapt to it while the
+    ones below keep their weights and stay out of the backward.
+    """
     value = cfg.stage2_pretrained_lr_scale if scale is None else scale
-    return dict.fromkeys(st.get("pretrained", []), value)
+    pretrained = st.get("pretrained", [])
+    if train is not None:
+        if stray := sorted(set(train) - set(pretrained)):
+            raise ConfigError(
+                f"layers {stray} were not taken trained from --init-from",
+                hint=f"this run's pretrained layers are {sorted(pretrained)}",
+            )
+        return {i: value if i in train else 0.0 for i in pretrained}
+    return dict.fromkeys(pretrained, value)
 
 
 def _stage2_trained(cfg: RunConfig) -> set[int]:

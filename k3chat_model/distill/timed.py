@@ -57,6 +57,7 @@ def timed_stage2(
     gen_batch: int = 256,
     keep: str = "best",
     pretrained_scale: float | None = None,
+    pretrained_train: list[int] | None = None,
     log: Callable[[str], None] = print,
     stop: ckpt.StopFlag | None = None,
 ) -> dict:
@@ -67,12 +68,14 @@ def timed_stage2(
     `keep="last"` writes the last evaluated snapshot instead of the best: for a run whose gains
     lie where the selection sets do not look (e.g. factual answers after `distill restore`).
     `pretrained_scale` (default: the run's `stage2_pretrained_lr_scale`) multiplies `lr`
-    for the layers a grown run took already trained from `init_from`.
+    for the layers a grown run took already trained from `init_from`; with
+    `pretrained_train`, only those of them train and the others are frozen.
     Stopped early (`stop`, e.g. Ctrl-C), it still writes the best (or last) snapshot so far.
     The run's own checkpoints are never modified.
     """
     t_end = time.time() + seconds
     cfg, st = load_run(run)
+    lr_scale = pretrained_lr_scale(cfg, st, pretrained_scale, pretrained_train)
     teacher_dir = Path(teacher_dir or cfg.teacher)
     data_dir = Path(data_dir or cfg.data_dir)
     tok = ChatTokenizer(teacher_dir)
@@ -109,7 +112,6 @@ def timed_stage2(
 
     start = evaluate()
     log(f"start: {json.dumps(start)}")
-    lr_scale = pretrained_lr_scale(cfg, st, pretrained_scale)
     rate = _measure_rate((teacher, student, students, rows, mask), batch, lr_scale, run, weights())
     budget_s = t_end - time.time() - RESERVE_S * seconds
     step_tokens = batch * rows.shape[1]

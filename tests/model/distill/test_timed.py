@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from distill_helpers import VOCAB, StopAfter
 
@@ -14,6 +15,7 @@ from k3chat_model.distill.cli import main
 from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config
 from k3chat_model.distill.pipeline import load_hybrid
 from k3chat_model.distill.stage2 import Stage2Config, train_stage2
+from k3chat_model.errors import ConfigError
 from k3chat_model.loading import load_model
 
 
@@ -220,3 +222,26 @@ def test_layers_taken_trained_from_init_from_train_at_their_lr_scale(
     last = ckpt.load(run / "stage2-timed.pt")["layers"]
     assert all(torch.equal(start[1][k], v) for k, v in last[1].items())  # frozen
     assert any(not torch.equal(start[2][k], v) for k, v in last[2].items())  # trained
+
+
+def test_pretrained_train_lets_only_the_listed_seeded_layers_learn(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Growth by layer 2 over seeded layers 1 and 3: `pretrained_train=[3]` adapts the layer
+    above the new one and keeps the one below exactly as it was."""
+    run = _run(tmp_path, teacher_dir, layers=(1, 2, 3))
+    st = json.loads((run / "state.json").read_text())
+    (run / "state.json").write_text(json.dumps({**st, "pretrained": [1, 3]}))
+    held = [(r.tolist(), [1] * 32) for r in _rows(4, 9)[0]]
+    _held_out(monkeypatch, held[:2], held[2:])
+    rep = timed.timed_stage2(run, device="cpu", seconds=4, batch=2, lr=3e-3, evals=1, keep="last",
+                             pretrained_scale=0.5, pretrained_train=[3], log=lambda _m: None)  # fmt: skip
+    assert rep["lr_scale"] == {1: 0.0, 3: 0.5}
+    start = ckpt.load(run / "stage2.pt")["layers"]
+    last = ckpt.load(run / "stage2-timed.pt")["layers"]
+    assert all(torch.equal(start[1][k], v) for k, v in last[1].items())  # frozen
+    for i in (2, 3):
+        assert any(not torch.equal(start[i][k], v) for k, v in last[i].items())  # trained
+    with pytest.raises(ConfigError, match=r"layers \[2\] were not taken trained"):
+        timed.timed_stage2(run, device="cpu", seconds=4, batch=2, pretrained_train=[2, 3],
+                           log=lambda _m: None)  # fmt: skip
