@@ -18,6 +18,7 @@ import k3chat_model  # noqa: F401  (sets OMP_WAIT_POLICY before torch loads)
 # isort: split
 import torch
 import torch.nn.functional as F
+from timing import median_seconds
 
 from k3chat_model.ops.delta_rule import chunk_kda, fused_recurrent_kda
 
@@ -30,16 +31,6 @@ def inputs(T: int, H: int, D: int) -> tuple[torch.Tensor, ...]:
     g = -5.0 * torch.sigmoid(torch.randn(1, T, H, D, generator=gen))  # K3 gate range
     beta = torch.sigmoid(torch.randn(1, T, H, generator=gen))
     return q, k, v, g, beta
-
-
-def median_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up: allocator and MKL
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -14,27 +14,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 
 import k3chat_model  # noqa: F401  (sets OMP_WAIT_POLICY before torch loads)
 
 # isort: split
 import torch
 import torch.nn.functional as F
+from timing import median_seconds
 
 from k3chat_model.distill.kda_train import chunk_kda_train, short_conv_train
 from k3chat_model.layers.kda import ShortConv
-
-
-def median_ms(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1000 * statistics.median(times)
 
 
 def backward_of(fn, *args: torch.Tensor):
@@ -78,7 +67,7 @@ def main() -> None:
           f"[{B}, {T}, {H}×{D}], median of {a.repeats}\n")  # fmt: skip
     print("| op | forward + backward, ms |\n|---|---|")
     for name, fn in rows:
-        print(f"| {name} | {median_ms(fn, a.repeats):.1f} |")
+        print(f"| {name} | {1000 * median_seconds(fn, a.repeats):.1f} |")
 
 
 if __name__ == "__main__":

@@ -15,29 +15,18 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import time
 from pathlib import Path
 
 import k3chat_model  # noqa: F401  (sets OMP_WAIT_POLICY before torch loads)
 
 # isort: split
 import torch
+from timing import median_seconds
 
 from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config
 from k3chat_model.distill.kda_train import kda_forward_train
 from k3chat_model.distill.stage1 import capture
 from k3chat_model.loading import load_model
-
-
-def median_seconds(fn, repeats: int) -> float:  # noqa: ANN001
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
