@@ -24,12 +24,12 @@ from ..errors import ConfigError, K3Error
 DEFAULT_DEST = Path(__file__).resolve().parents[1] / "deltas"
 
 
-def _layer_list(text: str) -> list[int]:
-    """argparse type for "24,25,26": a malformed list becomes a usage error, not a traceback."""
+def _layer_list(flag: str, text: str) -> list[int]:
+    """Parse "24,25,26"; a malformed list is a one-line error (exit 2), not a traceback."""
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated layer numbers") from e
+        raise ConfigError(f"{flag} {text!r}: expected comma-separated layer numbers") from e
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -151,7 +151,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     tm.add_argument(
         "--pretrained-train",
-        type=_layer_list,
         metavar="LAYERS",
         help="only these of the --init-from layers train (at --pretrained-lr-scale); "
         "the others are frozen, e.g. 24,25,26,27,28,29",
@@ -202,7 +201,9 @@ def _timed(a: argparse.Namespace) -> int:
         fresh_replies=a.fresh_replies,
         keep=a.keep,
         pretrained_scale=a.pretrained_lr_scale,
-        pretrained_train=a.pretrained_train,
+        pretrained_train=(
+            _layer_list("--pretrained-train", a.pretrained_train) if a.pretrained_train else None
+        ),
         seed=a.seed,
         gen_batch=a.gen_batch,
         stop=StopFlag().install(),
@@ -215,6 +216,8 @@ def _run(a: argparse.Namespace) -> int:
     from .ckpt import StopFlag
     from .pipeline import RunConfig, init_run, load_run, run_pipeline
 
+    keep = _layer_list("--keep", a.keep) if a.keep else None  # before a new run dir is made
+    candidates = _layer_list("--candidates", a.candidates) if a.candidates else None
     if not (a.run_dir / "config.json").exists():
         teacher = a.teacher or _teacher_build()
         init_run(a.run_dir, RunConfig(teacher=str(teacher), data_dir=a.data_dir))
@@ -222,10 +225,10 @@ def _run(a: argparse.Namespace) -> int:
     over = {f.name: getattr(a, f.name) for f in fields(cfg) if getattr(a, f.name, None) is not None}
     if a.layers is not None:
         over["n_layers"] = a.layers
-    if a.keep:
-        over["keep_layers"] = [int(x) for x in a.keep.split(",")]
-    if a.candidates:
-        over["candidates"] = [int(x) for x in a.candidates.split(",")]
+    if keep:
+        over["keep_layers"] = keep
+    if candidates:
+        over["candidates"] = candidates
     if over:  # budgets of unfinished phases may be changed on resume
         from . import ckpt
 
@@ -292,11 +295,7 @@ def _rewind(a: argparse.Namespace) -> int:
 def _restore(a: argparse.Namespace) -> int:
     from .restore import restore_layers
 
-    try:
-        layers = [int(x) for x in a.layers.split(",") if x.strip()]
-    except ValueError as e:
-        raise ConfigError(f"--layers {a.layers!r}: expected comma-separated layer numbers") from e
-    st = restore_layers(a.run_dir, a.new_dir, layers)
+    st = restore_layers(a.run_dir, a.new_dir, _layer_list("--layers", a.layers))
     print(json.dumps({"run": str(a.new_dir), "kda_layers": st["chosen"]}))
     return 0
 

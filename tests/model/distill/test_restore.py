@@ -61,3 +61,18 @@ def test_bad_restores_are_one_line_errors(teacher_dir: Path, tmp_path: Path, cap
     (tmp_path / "new").mkdir()
     assert main(["restore", str(run), str(tmp_path / "new"), "--layers", "1"]) == 2
     assert "already exists" in capsys.readouterr().err
+
+
+def test_malformed_layer_lists_are_one_line_errors_and_make_no_run(tmp_path: Path, capsys) -> None:
+    """Every distill flag that takes a layer list shares one parser: a typo in `run --keep` is a
+    one-line error before a new run directory is created, not a traceback after."""
+    for argv in (
+        ["run", str(tmp_path / "new"), "--keep", "5,x"],
+        ["run", str(tmp_path / "new"), "--candidates", "4;22"],
+        ["timed", str(tmp_path / "new"), "--device", "cpu", "--seconds", "1",
+         "--pretrained-train", "24,a"],
+    ):  # fmt: skip
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "expected comma-separated layer numbers" in err and err.count("\n") == 1
+        assert not (tmp_path / "new").exists()
