@@ -168,7 +168,12 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="first sample N new teacher replies to the run's prompts and train on them too",
     )
-    tm.add_argument("--seed", type=int, default=101, help="seed of the fresh replies")
+    tm.add_argument(
+        "--seed",
+        type=int,
+        default=101,
+        help="seed of the fresh replies and of the training row order",
+    )
     tm.add_argument("--gen-batch", type=int, default=256, help="prompts per generation batch")
     tm.add_argument("--teacher", type=Path, help="teacher dir (default: the run's)")
     tm.add_argument("--data-dir", type=Path, help="data dir (default: the run's)")

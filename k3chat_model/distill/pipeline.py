@@ -375,17 +375,29 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
 
 
 def stage2_rows(
-    run: Path, all_chat: bool = False, extra: list[tuple[list[int], list[int]]] | None = None
+    run: Path,
+    all_chat: bool = False,
+    extra: list[tuple[list[int], list[int]]] | None = None,
+    order_seed: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Stage 2's (rows, mask): each reply row followed by a chat row (chat rows cycle, so only
     the first len(replies) are used). With `all_chat`, each chat row is followed by a reply row
     instead (replies cycle): for budgets of many passes, more varied chat text. `extra` reply
-    conversations (ids, mask) are packed to the same row length and join the run's replies."""
+    conversations (ids, mask) are packed to the same row length and join the run's replies.
+
+    `order_seed` shuffles the chat rows and the reply rows (each among themselves; the
+    alternation stays). Why: training walks the rows in order, so a budget shorter than one
+    pass would otherwise see the same first rows on every run and never reach the `extra`
+    rows appended at the end."""
     d = torch.load(run / "data" / "rows.pt")
     (crow, cmask), (arow, amask) = d["chat"], d["assist"]
     if extra:
         erow, emask = pack(extra, arow.shape[1])
         arow, amask = torch.cat([arow, erow.to(arow.dtype)]), torch.cat([amask, emask])
+    if order_seed is not None:
+        g = torch.Generator().manual_seed(order_seed)
+        c, a = torch.randperm(len(crow), generator=g), torch.randperm(len(arow), generator=g)
+        crow, cmask, arow, amask = crow[c], cmask[c], arow[a], amask[a]
     if all_chat:
         return interleave(crow, arow, every=1), interleave(cmask, amask, every=1)
     return interleave(arow, crow, every=1), interleave(amask, cmask, every=1)

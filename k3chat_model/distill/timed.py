@@ -65,6 +65,8 @@ def timed_stage2(
 
     `fresh_replies` > 0 first samples that many new teacher replies (see
     `sample_fresh_replies`) and adds them to the reply rows; the budget covers their generation.
+    The training rows are shuffled with `seed` (`stage2_rows(order_seed=)`), so a budget
+    shorter than one pass samples all of them, not the same first rows each run.
     `keep="last"` writes the last evaluated snapshot instead of the best: for a run whose gains
     lie where the selection sets do not look (e.g. factual answers after `distill restore`).
     `pretrained_scale` (default: the run's `stage2_pretrained_lr_scale`) multiplies `lr`
@@ -86,7 +88,7 @@ def timed_stage2(
     if fresh_replies:
         pairs = sample_fresh_replies(run, teacher, tok, fresh_replies, seed, gen_batch, log)
         extra = [tok.conversation([("user", q), ("assistant", r)]) for q, r in pairs]
-    rows, mask = stage2_rows(run, all_chat=True, extra=extra)
+    rows, mask = stage2_rows(run, all_chat=True, extra=extra, order_seed=seed)
     sets = {
         "chat": chat_sequences(tok, data_dir),
         "assistant": assistant_sequences(tok, heldout_assistant(teacher, tok)),

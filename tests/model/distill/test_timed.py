@@ -10,7 +10,7 @@ import pytest
 import torch
 from distill_helpers import VOCAB, StopAfter
 
-from k3chat_model.distill import ckpt, timed
+from k3chat_model.distill import ckpt, pipeline, timed
 from k3chat_model.distill.cli import main
 from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config
 from k3chat_model.distill.pipeline import load_hybrid
@@ -144,9 +144,40 @@ def test_fresh_replies_are_new_samples_of_the_runs_prompts_and_kept(
     pairs = json.loads((run / "data" / "fresh_replies-5.json").read_text())
     assert len(pairs) == 7 and {q for q, _ in pairs} == set(pool)  # 7 samples cycle all 3
     assert len({r for _, r in pairs}) > 3  # repeated prompts got different replies
-    assert not torch.equal(used[0][0], real_rows(run, all_chat=True)[0])  # trained on them
+    base = {tuple(r.tolist()) for r in real_rows(run, all_chat=True)[0]}
+    assert {tuple(r.tolist()) for r in used[0][0]} - base  # trained on them
     again = timed.sample_fresh_replies(run, None, None, 7, 5, 4)  # kept: not generated again
     assert again == pairs
+
+
+def test_row_order_seed_shuffles_within_each_kind_and_reaches_appended_rows(
+    teacher_dir: Path, tmp_path: Path
+) -> None:
+    """A short budget walks the first rows only: with `order_seed`, rows appended at the end
+    (fresh replies) come early for some seed, every row keeps its own mask, chat and reply rows
+    still alternate, and the order is the seed's alone."""
+    run = _run(tmp_path, teacher_dir)
+    chat, _ = _rows(6, 1)
+    extra = [(list(range(3, 35)), [0] * 32)]  # one 32-token row, recognisable by its mask
+    plain = pipeline.stage2_rows(run, all_chat=True, extra=extra)
+    assert plain[1][1::2].sum(1).tolist() == [32, 32, 32, 0, 32, 32]  # appended: 4th reply row
+    orders = [pipeline.stage2_rows(run, all_chat=True, extra=extra, order_seed=s) for s in (0, 1)]
+    chat_set = {tuple(r.tolist()) for r in chat}
+    for rows, mask in orders:
+        assert all(tuple(r.tolist()) in chat_set for r in rows[0::2])  # alternation kept
+        assert set(map(tuple, rows.tolist())) == set(map(tuple, plain[0].tolist()))  # replies cycle
+        extra_at = (rows == torch.arange(3, 35, dtype=rows.dtype)).all(1)
+        assert torch.equal(extra_at, mask.sum(1) == 0)  # each row with its own mask
+    again = pipeline.stage2_rows(run, all_chat=True, extra=extra, order_seed=0)
+    assert torch.equal(again[0], orders[0][0])
+    assert not torch.equal(orders[0][0], orders[1][0])
+    first = [
+        int((m[1:6:2].sum(1) == 0).any())
+        for _, m in (
+            pipeline.stage2_rows(run, all_chat=True, extra=extra, order_seed=s) for s in range(8)
+        )
+    ]
+    assert any(first)  # the appended row is among the first three reply rows for some seed
 
 
 def test_fresh_replies_without_teacher_replies_is_a_one_line_error(
