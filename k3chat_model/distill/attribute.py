@@ -5,6 +5,12 @@ The ranking (single-swap KL) measures a layer converted alone, before training. 
 are trained together, a layer's cost is what the hybrid gains when that layer alone is restored.
 When a milestone stalls below the gate, the layer with the largest gain is the one to train on
 or to replace with the next-ranked candidate.
+
+`add_one_in` is the converse, for growing: each candidate layer, trained by stage 1 in another
+run, added to the hybrid alone. Why: the in-run ranking scores candidates on two rows after
+whatever stage 1 they had; a candidate's cost after a *long* stage 1 differs (layer 4 cost a
+fifth of what it had after a short one), and choosing the next layer should read it on the
+selection sets.
 """
 
 from __future__ import annotations
@@ -14,9 +20,14 @@ import time
 from pathlib import Path
 
 import torch
+from torch import nn
 
+from ..errors import ConfigError
 from ..model import K3ForCausalLM
+from . import ckpt
 from .gate import Seq, kl_metrics
+from .hybrid import init_kda_from_gqa, kda_config
+from .metrics import swapped
 
 
 def leave_one_out(
@@ -40,12 +51,72 @@ def leave_one_out(
     return out
 
 
+def add_one_in(
+    teacher: K3ForCausalLM,
+    student: K3ForCausalLM,
+    candidates: dict[int, nn.Module],
+    seqs: list[Seq],
+) -> dict:
+    """{"hybrid": metrics, "added": {layer: metrics with that candidate swapped in as well}}.
+
+    Each candidate runs as it would ship (`swapped`: Linear weights in the teacher's dtype);
+    `student` is left as it was."""
+    with torch.no_grad():
+        ref = [teacher(torch.tensor([ids])).logits for ids, _ in seqs]
+    dtype = teacher.model.embed_tokens.weight.dtype
+    out: dict = {"hybrid": kl_metrics(teacher, student, seqs, ref), "added": {}}
+    for i, mod in sorted(candidates.items()):
+        with swapped(student, {i: mod}, dtype):
+            out["added"][i] = kl_metrics(teacher, student, seqs, ref)
+    return out
+
+
+def stage1_candidates(
+    other: Path, teacher: K3ForCausalLM, exclude: list[int]
+) -> tuple[dict[int, nn.Module], int]:
+    """(KDA modules, stage-1 tokens): the layers in `other/stage1.pt` (its latest checkpoint,
+    finished or not) that are not in `exclude`."""
+    saved = ckpt.load(other / "stage1.pt")
+    if saved is None:
+        raise ConfigError(f"{other}: no stage1.pt to take candidate layers from",
+                          hint="run its stage 1 first (`distill run RUN --until stage1b`)")  # fmt: skip
+    kcfg = kda_config(teacher.config, list(range(teacher.config.num_hidden_layers)))
+    mods = {}
+    for i in sorted(set(saved["layers"]) - set(exclude)):
+        mods[i] = init_kda_from_gqa(teacher.model.layers[i].self_attn, kcfg, i)
+        mods[i].load_state_dict(saved["layers"][i])
+    if not mods:
+        raise ConfigError(f"{other}: every layer in its stage1.pt is already in the hybrid")
+    return mods, int(saved["state"]["tokens"])
+
+
+def _cost_rows(base: dict, added: dict) -> list[dict]:
+    rows = [
+        {
+            "layer": i,
+            "kl": m["kl"],
+            "top1": m["top1"],
+            "kl_cost": round(m["kl"] - base["kl"], 4),
+            "top1_cost": round(base["top1"] - m["top1"], 4),
+        }
+        for i, m in added.items()
+    ]
+    return sorted(rows, key=lambda r: r["kl_cost"])
+
+
 def attribute_run(
-    run: Path, which: str = "assistant", threads: int | None = None, selection: bool = False
+    run: Path,
+    which: str = "assistant",
+    threads: int | None = None,
+    selection: bool = False,
+    add_from: Path | None = None,
 ) -> dict:
     """Leave-one-out on the run's exported delta (as the gate builds it); writes
     `RUN/attribution.json` (`attribution-selection.json` with `selection`) and returns it,
     layers sorted by the KL gained when restored.
+
+    With `add_from`, add-one-in instead: each of that run's stage-1 layers added to this
+    hybrid, cheapest first, written to `RUN/addition[-selection].json`.
 
     `selection` measures on `validation.py`'s sets instead of the gate's: what to restore can
     then be chosen without looking at the gate, which stays an unbiased judge of the result."""
@@ -62,6 +133,10 @@ def attribute_run(
     teacher = load_model(teacher_dir, dtype=torch.bfloat16)
     t0 = time.time()
     report: dict = {}
+    cands = None
+    if add_from is not None:  # before the export: a wrong RUN2 fails fast
+        cands, report["stage1_tokens"] = stage1_candidates(add_from, teacher, st["chosen"])
+        report["added_from"] = str(add_from)
     with delta_student(run, teacher_dir, keep_delta=False) as (student, _, manifest):
         sets = {
             "chat": lambda: chat_sequences(tok, Path(cfg.data_dir)),
@@ -71,6 +146,11 @@ def attribute_run(
             val = validation_sets(run, cfg, teacher, tok)
             sets = {k: (lambda k=k: val[k]) for k in sets}
         for name in ("chat", "assistant") if which == "both" else (which,):
+            if cands is not None:
+                res = add_one_in(teacher, student, cands, sets[name]())
+                report[name] = {"hybrid": res["hybrid"],
+                                "added": _cost_rows(res["hybrid"], res["added"])}  # fmt: skip
+                continue
             res = leave_one_out(teacher, student, st["chosen"], sets[name]())
             base = res["hybrid"]
             rows = [
@@ -92,7 +172,9 @@ def attribute_run(
     report["stage2_tokens"] = manifest["tokens"]["stage2_tokens"]
     report["seconds"] = round(time.time() - t0)
     report["sets"] = "selection" if selection else "gate"
-    name = "attribution-selection.json" if selection else "attribution.json"
+    name = ("addition" if add_from is not None else "attribution") + (
+        "-selection.json" if selection else ".json"
+    )
     (run / name).write_text(json.dumps(report, indent=1) + "\n")
     return report
 
@@ -107,6 +189,14 @@ def format_report(report: dict) -> str:
         lines.append(
             f"{name}: hybrid KL {h['kl']:.4f}, top-1 {h['top1']:.2%} ({h['tokens']} tokens)"
         )
+        if "added" in report[name]:
+            lines.append("layer  KL added  top-1 added  KL cost  top-1 cost")
+            for r in report[name]["added"]:
+                lines.append(
+                    f"{r['layer']:>5}  {r['kl']:>8.4f}  {r['top1']:>11.2%}  "
+                    f"{r['kl_cost']:>7.4f}  {r['top1_cost']:>+10.2%}"
+                )
+            continue
         lines.append("layer  KL restored  top-1 restored  KL gain  top-1 gain")
         for r in report[name]["restored"]:
             lines.append(

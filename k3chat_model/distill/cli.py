@@ -6,7 +6,7 @@ distill gate   RUN [--delta FILE]
 distill ship   RUN [--dest DIR]
 distill rewind RUN CKPT
 distill timed  RUN --device cuda --seconds S [--fresh-replies N] [--batch N] [--lr X] …
-distill attribute RUN [--set chat|assistant|both] [--selection]
+distill attribute RUN [--set chat|assistant|both] [--selection] [--add-from RUN2]
 distill restore RUN NEW --layers 19,22
 distill seed   RUN [--delta FILE] [--teacher DIR]
 """
@@ -130,6 +130,13 @@ def _parser() -> argparse.ArgumentParser:
         "--selection",
         action="store_true",
         help="measure on timed's selection sets, not the gate's (choose without the gate)",
+    )
+    at.add_argument(
+        "--add-from",
+        type=Path,
+        metavar="RUN2",
+        help="instead, add each layer of RUN2's stage1.pt (not already in the hybrid) to it, "
+        "one at a time: the cost of growing by that layer, cheapest first",
     )
     at.add_argument("--threads", type=int, help="torch threads (default: the run's)")
     tm = sub.add_parser(
@@ -333,7 +340,7 @@ def _teacher_build() -> Path:
 def _attribute(a: argparse.Namespace) -> int:
     from .attribute import attribute_run, format_report
 
-    print(format_report(attribute_run(a.run_dir, a.set, a.threads, a.selection)))
+    print(format_report(attribute_run(a.run_dir, a.set, a.threads, a.selection, a.add_from)))
     return 0
 
 

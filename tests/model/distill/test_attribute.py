@@ -1,14 +1,26 @@
-"""Leave-one-out attribution names the converted layer that costs the hybrid most."""
+"""Leave-one-out attribution names the converted layer that costs the hybrid most; add-one-in
+names the candidate that would cost it least."""
 
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 
+import pytest
 import torch
 from distill_helpers import VOCAB
 
-from k3chat_model.distill.attribute import format_report, leave_one_out
+from k3chat_model.distill import ckpt
+from k3chat_model.distill.attribute import (
+    add_one_in,
+    format_report,
+    leave_one_out,
+    stage1_candidates,
+)
+from k3chat_model.distill.cli import main
 from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config, swap_in
+from k3chat_model.errors import ConfigError
 
 
 def _seqs() -> list:
@@ -62,3 +74,74 @@ def test_report_table_lists_every_layer_largest_gain_first() -> None:
     lines = text.splitlines()
     assert "assistant: hybrid KL 0.1300" in lines[0] and "99 tokens" in lines[0]
     assert lines[2].split()[0] == "12" and lines[3].split()[0] == "5"
+
+
+def test_adding_the_damaging_candidate_costs_most_and_the_hybrid_is_left_as_it_was(
+    teacher,
+) -> None:
+    student = copy.deepcopy(teacher)
+    kcfg = kda_config(teacher.config, list(range(4)))
+    swap_in(student, {1: init_kda_from_gqa(teacher.model.layers[1].self_attn, kcfg, 1).eval()})
+    mild = init_kda_from_gqa(teacher.model.layers[2].self_attn, kcfg, 2)
+    bad = init_kda_from_gqa(teacher.model.layers[3].self_attn, kcfg, 3)
+    with torch.no_grad():
+        bad.o_proj.weight.mul_(30.0)
+    seqs = _seqs()
+    before = [student(torch.tensor([ids])).logits for ids, _ in seqs]
+    attn3 = student.model.layers[3].self_attn
+
+    res = add_one_in(teacher, student, {2: mild, 3: bad}, seqs)
+
+    hyb, added = res["hybrid"], res["added"]
+    assert hyb["kl"] > 0 and added[3]["kl"] > added[2]["kl"] and added[3]["kl"] > hyb["kl"]
+    after = [student(torch.tensor([ids])).logits for ids, _ in seqs]
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    assert student.model.layers[3].self_attn is attn3
+
+
+def test_stage1_candidates_are_the_other_runs_layers_not_yet_in_the_hybrid(
+    teacher, tmp_path: Path
+) -> None:
+    kcfg = kda_config(teacher.config, list(range(4)))
+    layers = {}
+    for i in (1, 2):
+        mod = init_kda_from_gqa(teacher.model.layers[i].self_attn, kcfg, i)
+        with torch.no_grad():
+            mod.o_proj.weight.add_(float(i))  # trained weights differ from a fresh init
+        layers[i] = mod.state_dict()
+    ckpt.save_atomic({"layers": layers, "opt": None, "state": {"tokens": 4096}},
+                     tmp_path / "stage1.pt")  # fmt: skip
+
+    mods, tokens = stage1_candidates(tmp_path, teacher, exclude=[1, 3])
+
+    assert set(mods) == {2} and tokens == 4096
+    assert torch.equal(mods[2].o_proj.weight, layers[2]["o_proj.weight"])
+    with pytest.raises(ConfigError, match="already in the hybrid"):
+        stage1_candidates(tmp_path, teacher, exclude=[1, 2])
+    with pytest.raises(ConfigError, match="no stage1.pt"):
+        stage1_candidates(tmp_path / "nope", teacher, exclude=[])
+
+
+def test_addition_table_lists_the_cheapest_candidate_first() -> None:
+    rows = [
+        {"layer": 4, "kl": 0.11, "top1": 0.85, "kl_cost": 0.004, "top1_cost": 0.003},
+        {"layer": 22, "kl": 0.12, "top1": 0.84, "kl_cost": 0.012, "top1_cost": 0.013},
+    ]
+    rep = {"chat": {"hybrid": {"kl": 0.106, "top1": 0.853, "tokens": 50}, "added": rows}}
+    lines = format_report(rep).splitlines()
+    assert "chat: hybrid KL 0.1060" in lines[0] and "cost" in lines[1]
+    assert lines[2].split()[0] == "4" and lines[3].split()[0] == "22"
+
+
+def test_add_from_a_run_without_stage1_is_a_one_line_error_before_any_export(
+    teacher_dir: Path, tmp_path: Path, capsys
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"teacher": str(teacher_dir), "data_dir": "-"}))
+    (run / "state.json").write_text(json.dumps({"done": ["stage2"], "chosen": [1]}))
+    args = ["attribute", str(run), "--add-from", str(tmp_path / "other"), "--threads", "1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "no stage1.pt" in err and err.count("\n") == 1
+    assert not (run / "delta").exists()
