@@ -90,18 +90,22 @@ def stage1_candidates(
     return mods, int(saved["state"]["tokens"])
 
 
-def _cost_rows(base: dict, added: dict) -> list[dict]:
+def _change_rows(base: dict, per_layer: dict, kind: str) -> list[dict]:
+    """Per layer: its KL and top-1, and the change against `base`, as a `gain` (layers
+    restored: KL removed, top-1 won; largest first) or a `cost` (layers added: KL added,
+    top-1 lost; smallest first)."""
+    sign = 1 if kind == "gain" else -1
     rows = [
         {
             "layer": i,
             "kl": m["kl"],
             "top1": m["top1"],
-            "kl_cost": round(m["kl"] - base["kl"], 4),
-            "top1_cost": round(base["top1"] - m["top1"], 4),
+            f"kl_{kind}": round(sign * (base["kl"] - m["kl"]), 4),
+            f"top1_{kind}": round(sign * (m["top1"] - base["top1"]), 4),
         }
-        for i, m in added.items()
+        for i, m in per_layer.items()
     ]
-    return sorted(rows, key=lambda r: r["kl_cost"])
+    return sorted(rows, key=lambda r: -sign * r[f"kl_{kind}"])
 
 
 def attribute_run(
@@ -148,26 +152,12 @@ def attribute_run(
         for name in ("chat", "assistant") if which == "both" else (which,):
             if cands is not None:
                 res = add_one_in(teacher, student, cands, sets[name]())
-                report[name] = {"hybrid": res["hybrid"],
-                                "added": _cost_rows(res["hybrid"], res["added"])}  # fmt: skip
+                rows = _change_rows(res["hybrid"], res["added"], "cost")
+                report[name] = {"hybrid": res["hybrid"], "added": rows}
                 continue
             res = leave_one_out(teacher, student, st["chosen"], sets[name]())
-            base = res["hybrid"]
-            rows = [
-                {
-                    "layer": i,
-                    "kl": m["kl"],
-                    "top1": m["top1"],
-                    "kl_gain": round(base["kl"] - m["kl"], 4),
-                    "top1_gain": round(m["top1"] - base["top1"], 4),
-                }
-                for i, m in res["restored"].items()
-            ]
-            rows.sort(key=lambda r: -r["kl_gain"])
-            report[name] = {
-                "hybrid": base,
-                "restored": rows,
-            }
+            rows = _change_rows(res["hybrid"], res["restored"], "gain")
+            report[name] = {"hybrid": res["hybrid"], "restored": rows}
     report["layers"] = st["chosen"]
     report["stage2_tokens"] = manifest["tokens"]["stage2_tokens"]
     report["seconds"] = round(time.time() - t0)

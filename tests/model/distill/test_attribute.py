@@ -13,6 +13,7 @@ from distill_helpers import VOCAB
 
 from k3chat_model.distill import ckpt
 from k3chat_model.distill.attribute import (
+    _change_rows,
     add_one_in,
     format_report,
     leave_one_out,
@@ -145,3 +146,14 @@ def test_add_from_a_run_without_stage1_is_a_one_line_error_before_any_export(
     err = capsys.readouterr().err
     assert "no stage1.pt" in err and err.count("\n") == 1
     assert not (run / "delta").exists()
+
+
+def test_change_rows_are_gains_for_restored_layers_and_costs_for_added_ones() -> None:
+    base = {"kl": 0.10, "top1": 0.85}
+    per = {3: {"kl": 0.12, "top1": 0.84}, 7: {"kl": 0.08, "top1": 0.86}}
+    gain = _change_rows(base, per, "gain")
+    assert [r["layer"] for r in gain] == [7, 3]
+    assert gain[0]["kl_gain"] == 0.02 and gain[0]["top1_gain"] == 0.01
+    cost = _change_rows(base, per, "cost")
+    assert [r["layer"] for r in cost] == [7, 3]
+    assert cost[1]["kl_cost"] == 0.02 and cost[1]["top1_cost"] == 0.01
