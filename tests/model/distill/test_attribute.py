@@ -21,7 +21,7 @@ from k3chat_model.distill.attribute import (
 )
 from k3chat_model.distill.cli import main
 from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config, swap_in
-from k3chat_model.errors import ConfigError
+from k3chat_model.errors import CheckpointError, ConfigError
 
 
 def _seqs() -> list:
@@ -121,6 +121,10 @@ def test_stage1_candidates_are_the_other_runs_layers_not_yet_in_the_hybrid(
         stage1_candidates(tmp_path, teacher, exclude=[1, 2])
     with pytest.raises(ConfigError, match="no stage1.pt"):
         stage1_candidates(tmp_path / "nope", teacher, exclude=[])
+    (tmp_path / "torn").mkdir()
+    (tmp_path / "torn" / "stage1.pt").write_bytes(b"PK\x03\x04 not really")
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        stage1_candidates(tmp_path / "torn", teacher, exclude=[])
 
 
 def test_addition_table_lists_the_cheapest_candidate_first() -> None:
