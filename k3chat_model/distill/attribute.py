@@ -22,9 +22,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..errors import CheckpointError, ConfigError
+from ..errors import ConfigError
 from ..model import K3ForCausalLM
-from . import ckpt
 from .gate import Seq, kl_metrics
 from .hybrid import init_kda_from_gqa, kda_config
 from .metrics import swapped
@@ -76,24 +75,17 @@ def stage1_candidates(
 ) -> tuple[dict[int, nn.Module], int]:
     """(KDA modules, stage-1 tokens): the layers in `other/stage1.pt` (its latest checkpoint,
     finished or not) that are not in `exclude`."""
-    try:
-        saved = ckpt.load(other / "stage1.pt")
-    except Exception as e:  # noqa: BLE001 - torch raises many types for a bad file
-        raise CheckpointError(f"{other / 'stage1.pt'}: not a readable checkpoint ({e})") from e
-    if saved is None:
-        raise ConfigError(f"{other}: no stage1.pt to take candidate layers from",
-                          hint="run its stage 1 first (`distill run RUN --until stage1b`)")  # fmt: skip
+    from .pipeline import fit_layer, read_stage1
+
+    saved, tokens = read_stage1(other)
     kcfg = kda_config(teacher.config, list(range(teacher.config.num_hidden_layers)))
     mods = {}
     for i in sorted(set(saved["layers"]) - set(exclude)):
         mods[i] = init_kda_from_gqa(teacher.model.layers[i].self_attn, kcfg, i)
-        try:
-            mods[i].load_state_dict(saved["layers"][i])
-        except RuntimeError as e:  # shapes of another model
-            raise CheckpointError(f"{other}: layer {i} does not fit this teacher") from e
+        fit_layer(mods[i], saved["layers"][i], f"{other}: layer {i}")
     if not mods:
         raise ConfigError(f"{other}: every layer in its stage1.pt is already in the hybrid")
-    return mods, int(saved["state"]["tokens"])
+    return mods, tokens
 
 
 def _change_rows(base: dict, per_layer: dict, kind: str) -> list[dict]:

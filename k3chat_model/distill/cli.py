@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--init-from", help="earlier run dir whose trained KDA layers start this run")
     r.add_argument("--candidates", help="comma-separated 0-based candidate layers (default 3..29)")
+    r.add_argument(
+        "--stage1-from",
+        help="run dir whose stage1.pt starts stage 1 of the layers --init-from lacks "
+        "(continue a long many-candidate stage 1 instead of starting over)",
+    )
     for name in (
         "stage1-tokens",
         "stage1b-tokens",
@@ -229,6 +234,10 @@ def _run(a: argparse.Namespace) -> int:
     from .pipeline import RunConfig, init_run, load_run, run_pipeline
 
     keep = _layer_list("--keep", a.keep) if a.keep else None  # before a new run dir is made
+    if a.stage1_from:
+        from .pipeline import read_stage1
+
+        read_stage1(Path(a.stage1_from))  # a wrong one fails now, not after the data phase
     candidates = _layer_list("--candidates", a.candidates) if a.candidates else None
     if not (a.run_dir / "config.json").exists():
         teacher = a.teacher or _teacher_build()

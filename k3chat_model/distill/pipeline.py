@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ConfigError
+from ..errors import CheckpointError, ConfigError
 from ..events import SamplingParams
 from ..loading import load_model
 from . import ckpt
@@ -50,6 +50,9 @@ class RunConfig:
     """KDA layers of an earlier milestone that must stay KDA (grown, not re-chosen)."""
     init_from: str | None = None
     """An earlier run whose trained KDA layers (stage 2 > 1b > 1) start this one's."""
+    stage1_from: str | None = None
+    """A run whose stage-1 checkpoint (e.g. a many-candidate stage 1) starts this run's stage 1
+    for the layers `init_from` lacks: a longer stage 1 continues it instead of starting over."""
     gen_prompts: int = 192
     gen_max_new: int = 160
     gen_batch: int = 48
@@ -260,8 +263,17 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         mods = {
             i: init_kda_from_gqa(teacher.model.layers[i].self_attn, kcfg, i, rms[i]) for i in layers
         }
+        missing = set(mods)
         if cfg.init_from:
-            _load_earlier(Path(cfg.init_from), mods)
+            missing -= _load_earlier(Path(cfg.init_from), mods)
+        if cfg.stage1_from and missing:
+            saved, tokens = read_stage1(Path(cfg.stage1_from))
+            warm = sorted(missing & set(saved["layers"]))
+            for i in warm:
+                fit_layer(mods[i], saved["layers"][i], f"{cfg.stage1_from}: layer {i}")
+            if warm and "stage1" not in st["done"]:
+                _log(run, f"stage 1 starts layers {warm} from {cfg.stage1_from} "
+                     f"({tokens} stage-1 tokens)")  # fmt: skip
         return mods
 
     if until == "data":
@@ -432,14 +444,36 @@ def _stage2_trained(cfg: RunConfig) -> set[int]:
     return set(cfg.keep_layers) & set(saved["layers"]) if saved else set()
 
 
-def _load_earlier(prev: Path, mods: dict) -> None:
-    """Start `mods` from an earlier run's most-trained copy of each layer, where it has one."""
+def _load_earlier(prev: Path, mods: dict) -> set[int]:
+    """Start `mods` from an earlier run's most-trained copy of each layer, where it has one;
+    returns the layers it had."""
     todo = set(mods)
     for name in ("stage2.pt", "stage1b.pt", "stage1.pt"):
         saved = ckpt.load(prev / name) if todo else None
         for i in sorted(todo & set(saved["layers"]) if saved else ()):
             mods[i].load_state_dict(saved["layers"][i])
             todo.discard(i)
+    return set(mods) - todo
+
+
+def read_stage1(run: Path) -> tuple[dict, int]:
+    """(checkpoint, tokens trained) of `run/stage1.pt`, its latest state, finished or not."""
+    try:
+        saved = ckpt.load(run / "stage1.pt")
+    except Exception as e:  # noqa: BLE001 - torch raises many types for a bad file
+        raise CheckpointError(f"{run / 'stage1.pt'}: not a readable checkpoint ({e})") from e
+    if saved is None:
+        raise ConfigError(f"{run}: no stage1.pt to take trained layers from",
+                          hint="run its stage 1 first (`distill run RUN --until stage1b`)")  # fmt: skip
+    return saved, int(saved["state"]["tokens"])
+
+
+def fit_layer(mod: torch.nn.Module, weights: dict, what: str) -> None:
+    """Load a stored layer, or say which one is from another model."""
+    try:
+        mod.load_state_dict(weights)
+    except RuntimeError as e:  # shapes of another model
+        raise CheckpointError(f"{what} does not fit this teacher") from e
 
 
 def load_hybrid(
