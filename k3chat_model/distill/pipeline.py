@@ -266,12 +266,12 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         missing = set(mods)
         if cfg.init_from:
             missing -= _load_earlier(Path(cfg.init_from), mods)
-        if cfg.stage1_from and missing:
+        if cfg.stage1_from and missing and "stage1" not in st["done"]:  # later: stage1.pt
             saved, tokens = read_stage1(Path(cfg.stage1_from))
             warm = sorted(missing & set(saved["layers"]))
             for i in warm:
                 fit_layer(mods[i], saved["layers"][i], f"{cfg.stage1_from}: layer {i}")
-            if warm and "stage1" not in st["done"]:
+            if warm:
                 _log(run, f"stage 1 starts layers {warm} from {cfg.stage1_from} "
                      f"({tokens} stage-1 tokens)")  # fmt: skip
         return mods
