@@ -451,7 +451,7 @@ def _load_earlier(prev: Path, mods: dict) -> set[int]:
     for name in ("stage2.pt", "stage1b.pt", "stage1.pt"):
         saved = ckpt.load(prev / name) if todo else None
         for i in sorted(todo & set(saved["layers"]) if saved else ()):
-            mods[i].load_state_dict(saved["layers"][i])
+            fit_layer(mods[i], saved["layers"][i], f"{prev / name}: layer {i}")
             todo.discard(i)
     return set(mods) - todo
 
