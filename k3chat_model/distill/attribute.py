@@ -28,6 +28,9 @@ from .gate import Seq, kl_metrics
 from .hybrid import init_kda_from_gqa, kda_config
 from .metrics import swapped
 
+SET_NAMES = ("chat", "assistant", "quiz")
+SET_GROUPS = {"both": ("chat", "assistant"), "all": SET_NAMES}
+
 
 def leave_one_out(
     teacher: K3ForCausalLM, student: K3ForCausalLM, layers: list[int], seqs: list[Seq]
@@ -121,12 +124,13 @@ def attribute_run(
     hybrid, cheapest first, written to `RUN/addition[-selection].json`.
 
     `selection` measures on `validation.py`'s sets instead of the gate's: what to restore can
-    then be chosen without looking at the gate, which stays an unbiased judge of the result."""
+    then be chosen without looking at the gate, which stays an unbiased judge of the result.
+    The `quiz` set (`validation.quiz_set`) is held out from both either way."""
     from ..loading import load_model
     from .data import ChatTokenizer
     from .gate import assistant_sequences, chat_sequences, delta_student, heldout_assistant
     from .pipeline import load_run
-    from .validation import validation_sets
+    from .validation import quiz_set, validation_sets
 
     cfg, st = load_run(run)
     torch.set_num_threads(threads or cfg.threads)
@@ -147,7 +151,8 @@ def attribute_run(
         if selection:
             val = validation_sets(run, cfg, teacher, tok)
             sets = {k: (lambda k=k: val[k]) for k in sets}
-        for name in ("chat", "assistant") if which == "both" else (which,):
+        sets["quiz"] = lambda: quiz_set(run, teacher, tok)  # held out from both, always
+        for name in SET_GROUPS.get(which, (which,)):
             if cands is not None:
                 res = add_one_in(teacher, student, cands, sets[name]())
                 rows = _change_rows(res["hybrid"], res["added"], "cost")
@@ -170,7 +175,7 @@ def attribute_run(
 def format_report(report: dict) -> str:
     """A plain table per text set: layer (0-based), KL and top-1 with it restored, and gains."""
     lines = []
-    for name in ("chat", "assistant"):
+    for name in SET_NAMES:
         if name not in report:
             continue
         h = report[name]["hybrid"]

@@ -6,7 +6,7 @@ distill gate   RUN [--delta FILE]
 distill ship   RUN [--dest DIR]
 distill rewind RUN CKPT
 distill timed  RUN --device cuda --seconds S [--fresh-replies N] [--batch N] [--lr X] …
-distill attribute RUN [--set chat|assistant|both] [--selection] [--add-from RUN2]
+distill attribute RUN [--set chat|assistant|quiz|both|all] [--selection] [--add-from RUN2]
 distill restore RUN NEW --layers 19,22
 distill seed   RUN [--delta FILE] [--teacher DIR]
 """
@@ -130,7 +130,13 @@ def _parser() -> argparse.ArgumentParser:
         help="held-out KL/top-1 with each KDA layer put back to softmax attention, one at a time",
     )
     at.add_argument("run_dir", type=Path)
-    at.add_argument("--set", choices=["chat", "assistant", "both"], default="assistant")
+    at.add_argument(
+        "--set",
+        choices=["chat", "assistant", "quiz", "both", "all"],
+        default="assistant",
+        help="quiz: the teacher's greedy answers to held-out one-line questions (the form of "
+        "the gate's factual check); both: chat and assistant; all: the three",
+    )
     at.add_argument(
         "--selection",
         action="store_true",

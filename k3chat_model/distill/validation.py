@@ -9,7 +9,9 @@ and the gate's are only reported.
   the training rows (`convs[:-300]`) and the gate's (`convs[-300:-150]`);
 - assistant: teacher replies to `VALIDATION_N` prompts of the run's pools that it has not
   trained on, saved once in `RUN/data/val_assistant.json`. Their prompts are then reserved:
-  a later, larger `--gen-prompts` never picks them for training.
+  a later, larger `--gen-prompts` never picks them for training;
+- quiz: the teacher's greedy answers to `quiz.HELDOUT_QUIZ`, one-line questions in the form the
+  gate's factual check asks (which no pool holds), saved once in `RUN/data/val_quiz.json`.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from .data import ChatTokenizer, chitchat_conversations
 from .gate import Seq, assistant_sequences, scored_conversations
 from .generate import generate
 from .pipeline import VALIDATION_FILE, RunConfig, reply_prompts
+from .quiz import HELDOUT_QUIZ
 
 VALIDATION_N = 48
 VALIDATION_SEED = 13
+QUIZ_FILE = "val_quiz.json"
+QUIZ_MAX_NEW = 32
 
 
 def validation_pairs(
@@ -61,3 +66,23 @@ def validation_sets(
         "chat": scored_conversations(tok, convs),
         "assistant": assistant_sequences(tok, validation_pairs(run, cfg, teacher, tok)),
     }
+
+
+def quiz_pairs(run: Path, teacher: K3ForCausalLM, tok: ChatTokenizer) -> list[list[str]]:
+    """[[question, teacher's greedy answer]] for `HELDOUT_QUIZ`: read, or generated once.
+
+    Greedy, as the gate's factual check decodes, so the scored tokens are the answer the
+    hybrid must reproduce; the first tokens carry the fact."""
+    path = run / "data" / QUIZ_FILE
+    if path.exists():
+        return json.loads(path.read_text())
+    greedy = SamplingParams(temperature=0.0, repetition_penalty=1.0)
+    outs = generate(teacher, [tok.prompt(q) for q in HELDOUT_QUIZ], QUIZ_MAX_NEW, greedy, tok.eos)
+    pairs = [[q, tok.decode(o)] for q, o in zip(HELDOUT_QUIZ, outs, strict=True)]
+    ckpt.write_json(path, pairs)
+    return pairs
+
+
+def quiz_set(run: Path, teacher: K3ForCausalLM, tok: ChatTokenizer) -> list[Seq]:
+    """The quiz selection set, scored on the answer tokens like the assistant sets."""
+    return assistant_sequences(tok, quiz_pairs(run, teacher, tok))

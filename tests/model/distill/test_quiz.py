@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from k3chat_model.distill.gate_data import FACTUAL
-from k3chat_model.distill.quiz import leaks_gate, quiz_prompts
+from k3chat_model.distill.quiz import HELDOUT_QUIZ, leaks_gate, quiz_prompts
 
 
 def test_no_gate_question_or_subject_is_a_training_prompt() -> None:
@@ -24,3 +24,9 @@ def test_leak_check_matches_subjects_not_frames() -> None:
     assert not leaks_gate("How many days are there in a year?")
     assert not leaks_gate("What is the capital of Spain?")
     assert not leaks_gate("How many legs does a dog have?")
+
+
+def test_heldout_quiz_is_neither_trained_on_nor_a_gate_subject() -> None:
+    assert len(HELDOUT_QUIZ) >= 40 and len(set(HELDOUT_QUIZ)) == len(HELDOUT_QUIZ)
+    assert not set(HELDOUT_QUIZ) & set(quiz_prompts())
+    assert not [q for q in HELDOUT_QUIZ if leaks_gate(q)]

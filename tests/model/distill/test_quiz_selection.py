@@ -1,0 +1,59 @@
+"""The quiz selection set: the teacher's greedy answers to held-out one-line questions, made
+once per run, scored on the answer tokens, and usable by `distill attribute --set quiz`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from distill_helpers import trained_run
+
+from k3chat_model.distill import validation
+from k3chat_model.distill.cli import main
+from k3chat_model.distill.data import ChatTokenizer
+from k3chat_model.loading import load_model
+
+QUESTIONS = ["What is the capital of Nepal?", "Who wrote The Raven?", "What is 9 times 7?"]
+
+
+@pytest.fixture
+def few_questions(monkeypatch) -> None:
+    monkeypatch.setattr(validation, "HELDOUT_QUIZ", QUESTIONS)
+    monkeypatch.setattr(validation, "QUIZ_MAX_NEW", 5)
+
+
+def test_quiz_answers_are_greedy_made_once_and_scored_on_the_answer(
+    teacher_dir: Path, tmp_path: Path, few_questions
+) -> None:
+    run = tmp_path / "run"
+    (run / "data").mkdir(parents=True)
+    teacher, tok = load_model(teacher_dir), ChatTokenizer(teacher_dir)
+
+    pairs = validation.quiz_pairs(run, teacher, tok)
+
+    assert [q for q, _ in pairs] == QUESTIONS and all(a for _, a in pairs)
+    assert validation.quiz_pairs(run, None, tok) == pairs  # read back, not regenerated
+    fresh = tmp_path / "fresh"
+    (fresh / "data").mkdir(parents=True)
+    assert validation.quiz_pairs(fresh, teacher, tok) == pairs  # greedy: same answers
+    for (ids, mask), (q, a) in zip(validation.quiz_set(run, teacher, tok), pairs, strict=True):
+        scored = [t for t, m in zip(ids, mask, strict=True) if m]
+        assert a in tok.decode(scored) and q not in tok.decode(scored)  # the answer alone
+
+
+def test_attribute_on_the_quiz_set_prices_every_layer_and_writes_its_report(
+    teacher_dir: Path, tmp_path: Path, few_questions, capsys
+) -> None:
+    run = tmp_path / "run"
+    trained_run(run, teacher_dir, [1, 2])
+
+    assert main(["attribute", str(run), "--set", "quiz", "--threads", "1"]) == 0
+
+    out = capsys.readouterr().out
+    assert out.startswith("quiz: hybrid KL")
+    rep = json.loads((run / "attribution.json").read_text())
+    assert set(rep) >= {"quiz", "layers"} and "chat" not in rep
+    assert sorted(r["layer"] for r in rep["quiz"]["restored"]) == [1, 2]
+    assert rep["quiz"]["hybrid"]["tokens"] > 0
+    assert len(json.loads((run / "data" / validation.QUIZ_FILE).read_text())) == 3
