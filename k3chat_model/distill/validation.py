@@ -86,3 +86,17 @@ def quiz_pairs(run: Path, teacher: K3ForCausalLM, tok: ChatTokenizer) -> list[li
 def quiz_set(run: Path, teacher: K3ForCausalLM, tok: ChatTokenizer) -> list[Seq]:
     """The quiz selection set, scored on the answer tokens like the assistant sets."""
     return assistant_sequences(tok, quiz_pairs(run, teacher, tok))
+
+
+def quiz_agreement(
+    model: K3ForCausalLM, tok: ChatTokenizer, pairs: list[list[str]], n: int = 12
+) -> float:
+    """Share of quiz questions whose greedy `n`-token answer from `model` begins the teacher's.
+
+    Why: teacher-forced top-1 weighs the answer's first token (where a hybrid turns "A spider
+    has eight legs" into "The answer to this question is a classic paradox") as one in ~25;
+    greedy decoding, like the gate's factual check, follows that token wherever it leads."""
+    greedy = SamplingParams(temperature=0.0, repetition_penalty=1.0)
+    outs = generate(model, [tok.prompt(q) for q, _ in pairs], n, greedy, tok.eos)
+    agree = [a.startswith(tok.decode(o)) for (_, a), o in zip(pairs, outs, strict=True)]
+    return sum(agree) / max(len(agree), 1)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from distill_helpers import trained_run
 
 from k3chat_model.distill import validation
@@ -57,3 +58,17 @@ def test_attribute_on_the_quiz_set_prices_every_layer_and_writes_its_report(
     assert sorted(r["layer"] for r in rep["quiz"]["restored"]) == [1, 2]
     assert rep["quiz"]["hybrid"]["tokens"] > 0
     assert len(json.loads((run / "data" / validation.QUIZ_FILE).read_text())) == 3
+
+
+def test_quiz_agreement_is_full_for_the_teacher_and_falls_for_a_damaged_model(
+    teacher_dir: Path, tmp_path: Path, few_questions
+) -> None:
+    run = tmp_path / "run"
+    (run / "data").mkdir(parents=True)
+    teacher, tok = load_model(teacher_dir), ChatTokenizer(teacher_dir)
+    pairs = validation.quiz_pairs(run, teacher, tok)
+    assert validation.quiz_agreement(teacher, tok, pairs, n=4) == 1.0
+    damaged = load_model(teacher_dir)
+    with torch.no_grad():
+        damaged.lm_head.weight.copy_(torch.roll(damaged.lm_head.weight, 1, dims=0))
+    assert validation.quiz_agreement(damaged, tok, pairs, n=4) < 1.0
