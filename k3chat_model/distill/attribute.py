@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from ..errors import ConfigError
+from ..layers.kda import KimiDeltaAttention
 from ..model import K3ForCausalLM
 from .gate import Seq, kl_metrics
 from .hybrid import init_kda_from_gqa, kda_config
@@ -32,8 +35,44 @@ SET_NAMES = ("chat", "assistant", "quiz")
 SET_GROUPS = {"both": ("chat", "assistant"), "all": SET_NAMES}
 
 
+Probe = Callable[[K3ForCausalLM], dict]
+"""Extra metrics of the model as it stands (e.g. greedy quiz agreement), merged into each row."""
+
+
+@contextmanager
+def cache_kinds_of_modules(model: K3ForCausalLM) -> Iterator[K3ForCausalLM]:
+    """`model` whose config names as KDA exactly the layers whose mixer is KDA now.
+
+    Why: a generation cache is laid out from `config.kda_layers`; with a layer swapped, the
+    config would hand a KV cache to a KDA layer (or a KDA state to softmax attention)."""
+    cfg = model.config
+    keep = cfg.kda_layers
+    cfg.kda_layers = [
+        i for i, layer in enumerate(model.model.layers)
+        if isinstance(layer.self_attn, KimiDeltaAttention)
+    ]  # fmt: skip
+    try:
+        yield model
+    finally:
+        cfg.kda_layers = keep
+
+
+def _measure(
+    teacher: K3ForCausalLM, student: K3ForCausalLM, seqs: list[Seq], ref: list, probe: Probe | None
+) -> dict:
+    m = kl_metrics(teacher, student, seqs, ref)
+    if probe is not None:
+        with cache_kinds_of_modules(student):
+            m.update(probe(student))
+    return m
+
+
 def leave_one_out(
-    teacher: K3ForCausalLM, student: K3ForCausalLM, layers: list[int], seqs: list[Seq]
+    teacher: K3ForCausalLM,
+    student: K3ForCausalLM,
+    layers: list[int],
+    seqs: list[Seq],
+    probe: Probe | None = None,
 ) -> dict:
     """{"hybrid": metrics, "restored": {layer: metrics with that layer's softmax attention back}}.
 
@@ -42,12 +81,12 @@ def leave_one_out(
     """
     with torch.no_grad():
         ref = [teacher(torch.tensor([ids])).logits for ids, _ in seqs]
-    out: dict = {"hybrid": kl_metrics(teacher, student, seqs, ref), "restored": {}}
+    out: dict = {"hybrid": _measure(teacher, student, seqs, ref, probe), "restored": {}}
     for i in layers:
         kda = student.model.layers[i].self_attn
         student.model.layers[i].self_attn = teacher.model.layers[i].self_attn
         try:
-            out["restored"][i] = kl_metrics(teacher, student, seqs, ref)
+            out["restored"][i] = _measure(teacher, student, seqs, ref, probe)
         finally:
             student.model.layers[i].self_attn = kda
     return out
@@ -58,6 +97,7 @@ def add_one_in(
     student: K3ForCausalLM,
     candidates: dict[int, nn.Module],
     seqs: list[Seq],
+    probe: Probe | None = None,
 ) -> dict:
     """{"hybrid": metrics, "added": {layer: metrics with that candidate swapped in as well}}.
 
@@ -66,10 +106,10 @@ def add_one_in(
     with torch.no_grad():
         ref = [teacher(torch.tensor([ids])).logits for ids, _ in seqs]
     dtype = teacher.model.embed_tokens.weight.dtype
-    out: dict = {"hybrid": kl_metrics(teacher, student, seqs, ref), "added": {}}
+    out: dict = {"hybrid": _measure(teacher, student, seqs, ref, probe), "added": {}}
     for i, mod in sorted(candidates.items()):
         with swapped(student, {i: mod}, dtype):
-            out["added"][i] = kl_metrics(teacher, student, seqs, ref)
+            out["added"][i] = _measure(teacher, student, seqs, ref, probe)
     return out
 
 
@@ -94,7 +134,7 @@ def stage1_candidates(
 def _change_rows(base: dict, per_layer: dict, kind: str) -> list[dict]:
     """Per layer: its KL and top-1, and the change against `base`, as a `gain` (layers
     restored: KL removed, top-1 won; largest first) or a `cost` (layers added: KL added,
-    top-1 lost; smallest first)."""
+    top-1 lost; smallest first). With a probe's greedy quiz `agree`, its change as well."""
     sign = 1 if kind == "gain" else -1
     rows = [
         {
@@ -104,9 +144,20 @@ def _change_rows(base: dict, per_layer: dict, kind: str) -> list[dict]:
             f"kl_{kind}": round(sign * (base["kl"] - m["kl"]), 4),
             f"top1_{kind}": round(sign * (m["top1"] - base["top1"]), 4),
         }
+        | (
+            {"agree": m["agree"], f"agree_{kind}": round(sign * (m["agree"] - base["agree"]), 4)}
+            if "agree" in m
+            else {}
+        )
         for i, m in per_layer.items()
     ]
     return sorted(rows, key=lambda r: -sign * r[f"kl_{kind}"])
+
+
+def _quiz_probe(tok: object, pairs: list[list[str]]) -> Probe:
+    from .validation import quiz_agreement
+
+    return lambda m: {"agree": round(quiz_agreement(m, tok, pairs), 4)}
 
 
 def attribute_run(
@@ -130,7 +181,7 @@ def attribute_run(
     from .data import ChatTokenizer
     from .gate import assistant_sequences, chat_sequences, delta_student, heldout_assistant
     from .pipeline import load_run
-    from .validation import quiz_set, validation_sets
+    from .validation import quiz_pairs, quiz_set, validation_sets
 
     cfg, st = load_run(run)
     torch.set_num_threads(threads or cfg.threads)
@@ -153,12 +204,13 @@ def attribute_run(
             sets = {k: (lambda k=k: val[k]) for k in sets}
         sets["quiz"] = lambda: quiz_set(run, teacher, tok)  # held out from both, always
         for name in SET_GROUPS.get(which, (which,)):
+            probe = _quiz_probe(tok, quiz_pairs(run, teacher, tok)) if name == "quiz" else None
             if cands is not None:
-                res = add_one_in(teacher, student, cands, sets[name]())
+                res = add_one_in(teacher, student, cands, sets[name](), probe)
                 rows = _change_rows(res["hybrid"], res["added"], "cost")
                 report[name] = {"hybrid": res["hybrid"], "added": rows}
                 continue
-            res = leave_one_out(teacher, student, st["chosen"], sets[name]())
+            res = leave_one_out(teacher, student, st["chosen"], sets[name](), probe)
             rows = _change_rows(res["hybrid"], res["restored"], "gain")
             report[name] = {"hybrid": res["hybrid"], "restored": rows}
     report["layers"] = st["chosen"]
@@ -173,27 +225,24 @@ def attribute_run(
 
 
 def format_report(report: dict) -> str:
-    """A plain table per text set: layer (0-based), KL and top-1 with it restored, and gains."""
+    """A plain table per text set: layer (0-based), KL and top-1 with it restored (or added),
+    and their change; on the quiz set also the greedy agreement and its change."""
     lines = []
     for name in SET_NAMES:
         if name not in report:
             continue
         h = report[name]["hybrid"]
+        agree = f", greedy agreement {h['agree']:.2%}" if "agree" in h else ""
         lines.append(
-            f"{name}: hybrid KL {h['kl']:.4f}, top-1 {h['top1']:.2%} ({h['tokens']} tokens)"
+            f"{name}: hybrid KL {h['kl']:.4f}, top-1 {h['top1']:.2%}{agree} ({h['tokens']} tokens)"
         )
-        if "added" in report[name]:
-            lines.append("layer  KL added  top-1 added  KL cost  top-1 cost")
-            for r in report[name]["added"]:
-                lines.append(
-                    f"{r['layer']:>5}  {r['kl']:>8.4f}  {r['top1']:>11.2%}  "
-                    f"{r['kl_cost']:>7.4f}  {r['top1_cost']:>+10.2%}"
-                )
-            continue
-        lines.append("layer  KL restored  top-1 restored  KL gain  top-1 gain")
-        for r in report[name]["restored"]:
-            lines.append(
+        kind, verb = ("cost", "added") if "added" in report[name] else ("gain", "restored")
+        head = f"layer  KL {verb:>8}  top-1 {verb:>8}  KL {kind}  top-1 {kind}"
+        lines.append(head + (f"  agree {kind}" if agree else ""))
+        for r in report[name][verb]:
+            row = (
                 f"{r['layer']:>5}  {r['kl']:>11.4f}  {r['top1']:>14.2%}  "
-                f"{r['kl_gain']:>7.4f}  {r['top1_gain']:>+10.2%}"
+                f"{r[f'kl_{kind}']:>7.4f}  {r[f'top1_{kind}']:>+10.2%}"
             )
+            lines.append(row + (f"  {r[f'agree_{kind}']:>+10.2%}" if agree else ""))
     return "\n".join(lines)

@@ -161,3 +161,24 @@ def test_change_rows_are_gains_for_restored_layers_and_costs_for_added_ones() ->
     cost = _change_rows(base, per, "cost")
     assert [r["layer"] for r in cost] == [7, 3]
     assert cost[1]["kl_cost"] == 0.02 and cost[1]["top1_cost"] == 0.01
+
+
+def test_a_probe_decodes_through_a_swapped_in_layer_and_the_config_is_restored(teacher) -> None:
+    from k3chat_model.distill.generate import generate
+    from k3chat_model.events import SamplingParams
+
+    student = copy.deepcopy(teacher)
+    kcfg = kda_config(teacher.config, list(range(4)))
+    cand = init_kda_from_gqa(teacher.model.layers[2].self_attn, kcfg, 2)
+    greedy = SamplingParams(temperature=0.0, repetition_penalty=1.0)
+    seen = []
+
+    def probe(m) -> dict:  # noqa: ANN001
+        seen.append(list(m.config.kda_layers))
+        return {"agree": float(len(generate(m, [[5, 6, 7, 8]], 3, greedy, -1)[0]) == 3)}
+
+    res = add_one_in(teacher, student, {2: cand}, _seqs(), probe)
+
+    assert seen == [[], [2]]  # the cache was laid out for the layer as swapped in
+    assert res["hybrid"]["agree"] == res["added"][2]["agree"] == 1.0
+    assert student.config.kda_layers == []
