@@ -5,7 +5,8 @@
 For each run, the hybrid as it would ship (`gate.delta_student`) is scored on the held-out quiz
 set (`validation.quiz_set`: the teacher's greedy answers to `quiz.HELDOUT_QUIZ`): teacher-forced
 KL and top-1 on the answer tokens, and greedy agreement (the share of questions whose first
-`--n` greedy tokens begin the teacher's answer). Beside them, the factual count from the run's
+`--n` greedy tokens begin the teacher's answer), and the held-out factual count (greedy
+answers to `quiz.HELDOUT_FACTUAL`, scored as the gate scores its own). Beside them, the factual count from the run's
 `gate.json` (the gate itself is not rerun; a count whose delta differs from the one scored
 here, e.g. after a later `timed`, is left out as stale). Why: a selection metric earns its place only if it
 moves with the check it stands in for, and the gate's 30 questions must not be used to choose.
@@ -25,8 +26,9 @@ import torch
 from safetensors.torch import load_file
 
 from k3chat_model.distill.data import ChatTokenizer
-from k3chat_model.distill.gate import delta_student, kl_metrics
+from k3chat_model.distill.gate import delta_student, factual_score, kl_metrics
 from k3chat_model.distill.pipeline import load_run
+from k3chat_model.distill.quiz import HELDOUT_FACTUAL
 from k3chat_model.distill.validation import quiz_agreement, quiz_pairs, quiz_set
 from k3chat_model.loading import load_model
 
@@ -87,24 +89,27 @@ def main() -> None:
             same = "delta" in gate and same_weights(run / "delta" / gate["delta"]["file"], path)
             m = kl_metrics(teacher, student, seqs, ref)
             agree = quiz_agreement(student, tok, pairs, a.n)
+            held = factual_score(student, tok, HELDOUT_FACTUAL)[0]
         rows.append({"run": run.name, "layers": len(manifest["kda_layers"]),
                      "factual": gate.get("factual_correct") if same else None,
                      "gated": bool(gate), "quiz_kl": m["kl"],
-                     "quiz_top1": m["top1"], "quiz_agree": round(agree, 4),
+                     "quiz_top1": m["top1"], "quiz_agree": round(agree, 4), "heldout_factual": held,
                      "seconds": round(time.time() - t0)})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     print(f"\nnproc {os.cpu_count()}, load {os.getloadavg()[0]:.2f}, torch {torch.__version__}, "
           f"{len(pairs)} questions, {m['tokens']} answer tokens, agreement on {a.n} tokens")  # fmt: skip
-    print("| run | KDA layers | gate factual | quiz KL | quiz top-1 | quiz greedy agreement |")
-    print("|---|---|---|---|---|---|")
+    print(f"| run | KDA layers | gate factual /30 | held-out factual /{len(HELDOUT_FACTUAL)} "
+          "| quiz KL | quiz top-1 | quiz greedy agreement |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
     for r in sorted(rows, key=lambda r: (r["factual"] is None, -(r["factual"] or 0))):
         fact = r["factual"] if r["factual"] is not None else ("stale" if r["gated"] else "-")
-        print(f"| {r['run']} | {r['layers']} | {fact} | {r['quiz_kl']:.4f} | "
+        print(f"| {r['run']} | {r['layers']} | {fact} | {r['heldout_factual']} | {r['quiz_kl']:.4f} | "
               f"{r['quiz_top1']:.2%} | {r['quiz_agree']:.2%} |")  # fmt: skip
     known = [r for r in rows if r["factual"] is not None]
     if len(known) >= 3:
         f = [r["factual"] for r in known]
-        for key, sign in (("quiz_kl", -1), ("quiz_top1", 1), ("quiz_agree", 1)):
+        keys = (("heldout_factual", 1), ("quiz_kl", -1), ("quiz_top1", 1), ("quiz_agree", 1))
+        for key, sign in keys:
             rho = spearman(f, [sign * r[key] for r in known])
             print(f"Spearman(factual, {'-' if sign < 0 else ''}{key}) = {rho:+.2f}")
 

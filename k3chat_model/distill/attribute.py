@@ -30,13 +30,15 @@ from ..model import K3ForCausalLM
 from .gate import Seq, kl_metrics
 from .hybrid import init_kda_from_gqa, kda_config
 from .metrics import swapped
+from .quiz import HELDOUT_FACTUAL
 
 SET_NAMES = ("chat", "assistant", "quiz")
+N_FACTUAL = len(HELDOUT_FACTUAL)
 SET_GROUPS = {"both": ("chat", "assistant"), "all": SET_NAMES}
 
 
 Probe = Callable[[K3ForCausalLM], dict]
-"""Extra metrics of the model as it stands (e.g. greedy quiz agreement), merged into each row."""
+"""Extra metrics of the model as it stands (e.g. the held-out factual count), merged into each row."""
 
 
 @contextmanager
@@ -134,7 +136,7 @@ def stage1_candidates(
 def _change_rows(base: dict, per_layer: dict, kind: str) -> list[dict]:
     """Per layer: its KL and top-1, and the change against `base`, as a `gain` (layers
     restored: KL removed, top-1 won; largest first) or a `cost` (layers added: KL added,
-    top-1 lost; smallest first). With a probe's greedy quiz `agree`, its change as well."""
+    top-1 lost; smallest first). With a probe's held-out `factual` count, its change as well."""
     sign = 1 if kind == "gain" else -1
     rows = [
         {
@@ -145,8 +147,8 @@ def _change_rows(base: dict, per_layer: dict, kind: str) -> list[dict]:
             f"top1_{kind}": round(sign * (m["top1"] - base["top1"]), 4),
         }
         | (
-            {"agree": m["agree"], f"agree_{kind}": round(sign * (m["agree"] - base["agree"]), 4)}
-            if "agree" in m
+            {"factual": m["factual"], f"factual_{kind}": sign * (m["factual"] - base["factual"])}
+            if "factual" in m
             else {}
         )
         for i, m in per_layer.items()
@@ -154,10 +156,11 @@ def _change_rows(base: dict, per_layer: dict, kind: str) -> list[dict]:
     return sorted(rows, key=lambda r: -sign * r[f"kl_{kind}"])
 
 
-def _quiz_probe(tok: object, pairs: list[list[str]]) -> Probe:
-    from .validation import quiz_agreement
+def _quiz_probe(tok: object) -> Probe:
+    """The held-out factual check: greedy answers to `quiz.HELDOUT_FACTUAL`, counted correct."""
+    from .gate import factual_score
 
-    return lambda m: {"agree": round(quiz_agreement(m, tok, pairs), 4)}
+    return lambda m: {"factual": factual_score(m, tok, HELDOUT_FACTUAL)[0]}
 
 
 def attribute_run(
@@ -181,7 +184,7 @@ def attribute_run(
     from .data import ChatTokenizer
     from .gate import assistant_sequences, chat_sequences, delta_student, heldout_assistant
     from .pipeline import load_run
-    from .validation import quiz_pairs, quiz_set, validation_sets
+    from .validation import quiz_set, validation_sets
 
     cfg, st = load_run(run)
     torch.set_num_threads(threads or cfg.threads)
@@ -204,7 +207,7 @@ def attribute_run(
             sets = {k: (lambda k=k: val[k]) for k in sets}
         sets["quiz"] = lambda: quiz_set(run, teacher, tok)  # held out from both, always
         for name in SET_GROUPS.get(which, (which,)):
-            probe = _quiz_probe(tok, quiz_pairs(run, teacher, tok)) if name == "quiz" else None
+            probe = _quiz_probe(tok) if name == "quiz" else None
             if cands is not None:
                 res = add_one_in(teacher, student, cands, sets[name](), probe)
                 rows = _change_rows(res["hybrid"], res["added"], "cost")
@@ -226,23 +229,23 @@ def attribute_run(
 
 def format_report(report: dict) -> str:
     """A plain table per text set: layer (0-based), KL and top-1 with it restored (or added),
-    and their change; on the quiz set also the greedy agreement and its change."""
+    and their change; on the quiz set also the held-out factual count and its change."""
     lines = []
     for name in SET_NAMES:
         if name not in report:
             continue
         h = report[name]["hybrid"]
-        agree = f", greedy agreement {h['agree']:.2%}" if "agree" in h else ""
+        fact = f", held-out factual {h['factual']}/{N_FACTUAL}" if "factual" in h else ""
         lines.append(
-            f"{name}: hybrid KL {h['kl']:.4f}, top-1 {h['top1']:.2%}{agree} ({h['tokens']} tokens)"
+            f"{name}: hybrid KL {h['kl']:.4f}, top-1 {h['top1']:.2%}{fact} ({h['tokens']} tokens)"
         )
         kind, verb = ("cost", "added") if "added" in report[name] else ("gain", "restored")
         head = f"layer  KL {verb:>8}  top-1 {verb:>8}  KL {kind}  top-1 {kind}"
-        lines.append(head + (f"  agree {kind}" if agree else ""))
+        lines.append(head + (f"  factual {kind}" if fact else ""))
         for r in report[name][verb]:
             row = (
                 f"{r['layer']:>5}  {r['kl']:>11.4f}  {r['top1']:>14.2%}  "
                 f"{r[f'kl_{kind}']:>7.4f}  {r[f'top1_{kind}']:>+10.2%}"
             )
-            lines.append(row + (f"  {r[f'agree_{kind}']:>+10.2%}" if agree else ""))
+            lines.append(row + (f"  {r[f'factual_{kind}']:>+12d}" if fact else ""))
     return "\n".join(lines)

@@ -120,12 +120,17 @@ def is_correct(answer: str, accepted: tuple[str, ...]) -> bool:
     return any(re.search(rf"(?<!\w){re.escape(a)}(?!\w)", text) for a in accepted)
 
 
-def factual_score(model: K3ForCausalLM, tok: ChatTokenizer) -> tuple[int, list[dict]]:
-    """Greedy answers to FACTUAL; returns (number correct, per-prompt detail)."""
+def factual_score(
+    model: K3ForCausalLM,
+    tok: ChatTokenizer,
+    questions: list[tuple[str, tuple[str, ...]]] = FACTUAL,
+) -> tuple[int, list[dict]]:
+    """Greedy answers to `questions` (the gate's FACTUAL by default); returns (number correct,
+    per-prompt detail)."""
     greedy = SamplingParams(temperature=0.0, repetition_penalty=1.0)
-    outs = generate(model, [tok.prompt(q) for q, _ in FACTUAL], 40, greedy, tok.eos)
+    outs = generate(model, [tok.prompt(q) for q, _ in questions], 40, greedy, tok.eos)
     detail = []
-    for (q, acc), o in zip(FACTUAL, outs, strict=True):
+    for (q, acc), o in zip(questions, outs, strict=True):
         text = tok.decode(o)
         detail.append({"prompt": q, "answer": text, "correct": is_correct(text, acc)})
     return sum(d["correct"] for d in detail), detail

@@ -153,3 +153,42 @@ HELDOUT_QUIZ = [
     "How many wheels does a bicycle have?", "What is the opposite of north?",
     "What color do you get when you mix blue and yellow?",
 ]  # fmt: skip
+
+# The questions of HELDOUT_QUIZ the teacher (k3-smol, greedy, bf16, 32 tokens) answers
+# correctly, with their accepted answers: a second factual check, chosen as the gate's was, on
+# questions the gate never asks. Why: one answer in the gate's 30 decides a milestone, so a
+# layer or snapshot chosen by the gate's own count would be chosen by its noise.
+HELDOUT_FACTUAL: list[tuple[str, tuple[str, ...]]] = [
+    ("What is the capital of Nepal?", ("kathmandu",)),
+    ("What is the capital of Ghana?", ("accra",)),
+    ("What is the capital of Lebanon?", ("beirut",)),
+    ("What is the capital of Uruguay?", ("montevideo",)),
+    ("What is the capital of Malaysia?", ("kuala lumpur",)),
+    ("What is the capital of Bangladesh?", ("dhaka",)),
+    ("What language is spoken in Quebec?", ("french",)),
+    ("What language is spoken in Jamaica?", ("english",)),
+    ("What is the currency of the United Kingdom?", ("pound",)),
+    ("Who wrote The Divine Comedy?", ("dante",)),
+    ("Who wrote Les Misérables?", ("hugo",)),
+    ("Who wrote The Great Gatsby?", ("fitzgerald",)),
+    ("Who wrote The Canterbury Tales?", ("chaucer",)),
+    ("Who was the first emperor of Rome?", ("augustus",)),
+    ("In which year did World War II end?", ("1945",)),
+    ("Which ship sank after hitting an iceberg in 1912?", ("titanic",)),
+    ("What is the chemical symbol for tin?", ("sn",)),
+    ("What is the chemical symbol for chlorine?", ("cl",)),
+    ("What is the powerhouse of the cell?", ("mitochondria", "mitochondrion")),
+    ("What force keeps us on the ground?", ("gravity",)),
+    ("Which planet is the hottest?", ("venus",)),
+    ("What is the unit of electrical resistance?", ("ohm", "ohms")),
+    ("What is the largest bone in the human body?", ("femur",)),
+    ("What is the longest river in South America?", ("amazon",)),
+    ("Which country is home to the kangaroo?", ("australia",)),
+    ("Which river flows through London?", ("thames",)),
+    ("Which river flows through Paris?", ("seine",)),
+    ("In which city is the Eiffel Tower?", ("paris",)),
+    ("In which city is the Colosseum?", ("rome",)),
+    ("In which country is the Taj Mahal?", ("india",)),
+    ("How many sides does a pentagon have?", ("five", "5")),
+    ("What is the opposite of north?", ("south",)),
+]

@@ -175,10 +175,10 @@ def test_a_probe_decodes_through_a_swapped_in_layer_and_the_config_is_restored(t
 
     def probe(m) -> dict:  # noqa: ANN001
         seen.append(list(m.config.kda_layers))
-        return {"agree": float(len(generate(m, [[5, 6, 7, 8]], 3, greedy, -1)[0]) == 3)}
+        return {"decoded": len(generate(m, [[5, 6, 7, 8]], 3, greedy, -1)[0])}
 
     res = add_one_in(teacher, student, {2: cand}, _seqs(), probe)
 
     assert seen == [[], [2]]  # the cache was laid out for the layer as swapped in
-    assert res["hybrid"]["agree"] == res["added"][2]["agree"] == 1.0
+    assert res["hybrid"]["decoded"] == res["added"][2]["decoded"] == 3
     assert student.config.kda_layers == []

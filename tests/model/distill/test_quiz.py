@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from k3chat_model.distill.gate_data import FACTUAL
-from k3chat_model.distill.quiz import HELDOUT_QUIZ, leaks_gate, quiz_prompts
+from k3chat_model.distill.quiz import HELDOUT_FACTUAL, HELDOUT_QUIZ, leaks_gate, quiz_prompts
 
 
 def test_no_gate_question_or_subject_is_a_training_prompt() -> None:
@@ -30,3 +30,9 @@ def test_heldout_quiz_is_neither_trained_on_nor_a_gate_subject() -> None:
     assert len(HELDOUT_QUIZ) >= 40 and len(set(HELDOUT_QUIZ)) == len(HELDOUT_QUIZ)
     assert not set(HELDOUT_QUIZ) & set(quiz_prompts())
     assert not [q for q in HELDOUT_QUIZ if leaks_gate(q)]
+
+
+def test_heldout_factual_questions_are_quiz_questions_with_answers() -> None:
+    qs = [q for q, _ in HELDOUT_FACTUAL]
+    assert len(qs) >= 30 and len(set(qs)) == len(qs) and set(qs) <= set(HELDOUT_QUIZ)
+    assert all(acc and all(a == a.lower() for a in acc) for _, acc in HELDOUT_FACTUAL)
