@@ -38,7 +38,8 @@ SET_GROUPS = {"both": ("chat", "assistant"), "all": SET_NAMES}
 
 
 Probe = Callable[[K3ForCausalLM], dict]
-"""Extra metrics of the model as it stands (e.g. the held-out factual count), merged into each row."""
+"""Extra metrics of the model as it stands (e.g. the held-out factual count), merged into
+each row."""
 
 
 @contextmanager

@@ -4,6 +4,7 @@ once per run, scored on the answer tokens, and usable by `distill attribute --se
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -24,12 +25,18 @@ def few_questions(monkeypatch) -> None:
     monkeypatch.setattr(validation, "QUIZ_MAX_NEW", 5)
 
 
-def test_quiz_answers_are_greedy_made_once_and_scored_on_the_answer(
-    teacher_dir: Path, tmp_path: Path, few_questions
-) -> None:
+@pytest.fixture
+def quiz_run(teacher_dir: Path, tmp_path: Path, few_questions):  # noqa: ANN201
+    """(run folder with an empty data/, teacher, tokenizer)."""
     run = tmp_path / "run"
     (run / "data").mkdir(parents=True)
-    teacher, tok = load_model(teacher_dir), ChatTokenizer(teacher_dir)
+    return run, load_model(teacher_dir), ChatTokenizer(teacher_dir)
+
+
+def test_quiz_answers_are_greedy_made_once_and_scored_on_the_answer(
+    quiz_run, tmp_path: Path
+) -> None:
+    run, teacher, tok = quiz_run
 
     pairs = validation.quiz_pairs(run, teacher, tok)
 
@@ -52,24 +59,23 @@ def test_attribute_on_the_quiz_set_prices_every_layer_and_writes_its_report(
     assert main(["attribute", str(run), "--set", "quiz", "--threads", "1"]) == 0
 
     out = capsys.readouterr().out
-    assert out.startswith("quiz: hybrid KL") and "held-out factual 0/32" in out
+    assert out.startswith("quiz: hybrid KL") and re.search(r"held-out factual \d+/32", out)
     assert "factual gain" in out
     rep = json.loads((run / "attribution.json").read_text())
     assert set(rep) >= {"quiz", "layers"} and "chat" not in rep
     rows = rep["quiz"]["restored"]
     assert sorted(r["layer"] for r in rows) == [1, 2]
     # With every KDA layer restored but one, greedy decoding ran through a mixed cache.
-    assert all(r["factual"] == r["factual_gain"] == 0 for r in rows)  # a tiny random model
+    base = rep["quiz"]["hybrid"]["factual"]
+    assert all(r["factual_gain"] == r["factual"] - base for r in rows)
     assert rep["quiz"]["hybrid"]["tokens"] > 0
     assert len(json.loads((run / "data" / validation.QUIZ_FILE).read_text())) == 3
 
 
 def test_quiz_agreement_is_full_for_the_teacher_and_falls_for_a_damaged_model(
-    teacher_dir: Path, tmp_path: Path, few_questions
+    quiz_run, teacher_dir: Path
 ) -> None:
-    run = tmp_path / "run"
-    (run / "data").mkdir(parents=True)
-    teacher, tok = load_model(teacher_dir), ChatTokenizer(teacher_dir)
+    run, teacher, tok = quiz_run
     pairs = validation.quiz_pairs(run, teacher, tok)
     assert validation.quiz_agreement(teacher, tok, pairs, n=4) == 1.0
     damaged = load_model(teacher_dir)
