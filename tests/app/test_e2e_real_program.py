@@ -51,6 +51,14 @@ def _events(home: Path, sid: str) -> list[dict]:
     return [json.loads(x) for x in text.splitlines() if x.strip()]
 
 
+def _wait_for_event(home: Path, sid: str, kind: str, timeout: float = 30) -> None:
+    """Block until the session log holds an event of type `kind`."""
+    deadline = time.monotonic() + timeout
+    while not any(e["type"] == kind for e in _events(home, sid)):
+        assert time.monotonic() < deadline, f"no {kind} event logged"
+        time.sleep(0.05)
+
+
 def _letters(text: str) -> str:
     """ASCII letters only: random-model text survives terminal rendering in this form."""
     return re.sub(r"[^A-Za-z]", "", ANSI.sub("", text))
@@ -115,6 +123,9 @@ def test_kill_9_during_generation_then_resume_and_continue(tmp_path, tiny_model)
         sid = p.expect("k3chat · k3-tiny · session (\\S+)", timeout=60).group(1)
         p.expect("> ")
         p.sendline("hello there")
+        # The echo of the input can be redrawn before the turn starts; kill only once the user
+        # message is on disk, as it is before generation begins.
+        _wait_for_event(home, sid, "user")
         _wait_for_reply_text(p, "hello there")
         p.kill(signal.SIGKILL)
     finally:
