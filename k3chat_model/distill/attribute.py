@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -31,6 +32,9 @@ from .gate import Seq, kl_metrics
 from .hybrid import init_kda_from_gqa, kda_config
 from .metrics import swapped
 from .quiz import HELDOUT_FACTUAL
+
+if TYPE_CHECKING:
+    from .data import ChatTokenizer
 
 SET_NAMES = ("chat", "assistant", "quiz")
 N_FACTUAL = len(HELDOUT_FACTUAL)
@@ -157,7 +161,7 @@ def _change_rows(base: dict, per_layer: dict, kind: str) -> list[dict]:
     return sorted(rows, key=lambda r: -sign * r[f"kl_{kind}"])
 
 
-def _quiz_probe(tok: object) -> Probe:
+def _quiz_probe(tok: ChatTokenizer) -> Probe:
     """The held-out factual check: greedy answers to `quiz.HELDOUT_FACTUAL`, counted correct."""
     from .gate import factual_score
 

@@ -121,43 +121,15 @@ def quiz_prompts() -> list[str]:
     return sorted({q for q in qs if not leaks_gate(q)})
 
 
-# Held out from training (never in `quiz_prompts`) and from the gate (no gate subject): the
-# selection set for the one-line Q→A form, where the gate's factual check fails. Why: the
-# chat and assistant selection sets score long replies, where a wrong first answer token is a
-# few tokens in hundreds; choosing a layer by them never looked at the form that fails.
-HELDOUT_QUIZ = [
-    "What is the capital of Jamaica?", "What is the capital of Nepal?",
-    "What is the capital of Ghana?", "What is the capital of Lebanon?",
-    "What is the capital of Estonia?", "What is the capital of Uruguay?",
-    "What is the capital of Malaysia?", "What is the capital of Bangladesh?",
-    "What language is spoken in Quebec?", "What language is spoken in Jamaica?",
-    "What is the currency of the United Kingdom?", "What is the currency of Malaysia?",
-    "Who wrote The Raven?", "Who wrote The Divine Comedy?", "Who wrote Les Misérables?",
-    "Who wrote The Great Gatsby?", "Who wrote Treasure Island?",
-    "Who wrote The Canterbury Tales?", "Who composed the Moonlight Sonata?",
-    "Who composed The Magic Flute?", "Who painted The Night Watch?",
-    "Who painted The Birth of Venus?", "Who sculpted the statue of David?",
-    "Who was the first president of the United States?",
-    "Who was the first emperor of Rome?", "In which year did World War II end?",
-    "Which ship sank after hitting an iceberg in 1912?",
-    "What is the chemical symbol for tin?", "What is the chemical symbol for chlorine?",
-    "What is the powerhouse of the cell?", "What force keeps us on the ground?",
-    "Which planet is the hottest?",
-    "What is the unit of electrical resistance?", "What is the largest bone in the human body?",
-    "What do you call an animal that eats only plants?",
-    "Which blood cells fight infection?", "What is the longest river in South America?",
-    "Which country is home to the kangaroo?", "Which river flows through London?",
-    "Which river flows through Paris?", "In which city is the Eiffel Tower?",
-    "In which city is the Colosseum?", "In which country is the Taj Mahal?",
-    "How many players are on a basketball team?", "How many sides does a pentagon have?",
-    "How many wheels does a bicycle have?", "What is the opposite of north?",
-    "What color do you get when you mix blue and yellow?",
-]  # fmt: skip
-
-# The questions of HELDOUT_QUIZ the teacher (k3-smol, greedy, bf16, 32 tokens) answers
-# correctly, with their accepted answers: a second factual check, chosen as the gate's was, on
-# questions the gate never asks. Why: one answer in the gate's 30 decides a milestone, so a
-# layer or snapshot chosen by the gate's own count would be chosen by its noise.
+# One-line questions held out from training (never in `quiz_prompts`) and from the gate (no gate
+# subject), in the form where the gate's factual check fails. Why: the chat and assistant
+# selection sets score long replies, where a wrong first answer token is a few tokens in
+# hundreds; choosing a layer by them never looked at the form that fails.
+#
+# HELDOUT_FACTUAL: those the teacher (k3-smol, greedy, bf16, 32 tokens) answers correctly, with
+# their accepted answers: a second factual check, chosen as the gate's was, on questions the
+# gate never asks. Why: one answer in the gate's 30 decides a milestone, so a layer or snapshot
+# chosen by the gate's own count would be chosen by its noise.
 HELDOUT_FACTUAL: list[tuple[str, tuple[str, ...]]] = [
     ("What is the capital of Nepal?", ("kathmandu",)),
     ("What is the capital of Ghana?", ("accra",)),
@@ -191,4 +163,25 @@ HELDOUT_FACTUAL: list[tuple[str, tuple[str, ...]]] = [
     ("In which country is the Taj Mahal?", ("india",)),
     ("How many sides does a pentagon have?", ("five", "5")),
     ("What is the opposite of north?", ("south",)),
+]
+
+# HELDOUT_QUIZ adds those the teacher gets wrong or leaves unanswered in 32 tokens: the quiz set
+# (`validation.quiz_set`) scores the teacher's own answers teacher-forced, right or wrong.
+HELDOUT_QUIZ = [q for q, _ in HELDOUT_FACTUAL] + [
+    "What is the capital of Jamaica?",
+    "What is the capital of Estonia?",
+    "What is the currency of Malaysia?",
+    "Who wrote The Raven?",
+    "Who wrote Treasure Island?",
+    "Who composed the Moonlight Sonata?",
+    "Who composed The Magic Flute?",
+    "Who painted The Night Watch?",
+    "Who painted The Birth of Venus?",
+    "Who sculpted the statue of David?",
+    "Who was the first president of the United States?",
+    "What do you call an animal that eats only plants?",
+    "Which blood cells fight infection?",
+    "How many players are on a basketball team?",
+    "How many wheels does a bicycle have?",
+    "What color do you get when you mix blue and yellow?",
 ]
