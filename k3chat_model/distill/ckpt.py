@@ -45,6 +45,21 @@ def load(path: Path) -> Any | None:
     return torch.load(path, map_location="cpu", weights_only=False) if path.exists() else None
 
 
+def read_json(path: Path) -> Any | None:
+    """The JSON in `path`, or None if it does not exist; an unreadable file is a one-line
+    CheckpointError naming it (it was written atomically, so only an outside edit tears it)."""
+    from ..errors import CheckpointError
+
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CheckpointError(
+            f"{path}: not readable JSON ({e})", hint="delete it; it is made again from the teacher"
+        ) from e
+
+
 def write_json(path: Path, obj: Any) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w") as f:

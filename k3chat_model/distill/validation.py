@@ -40,8 +40,8 @@ def validation_pairs(
 ) -> list[list[str]]:
     """[[prompt, teacher reply]] for the assistant selection set: read, or generated once."""
     path = run / "data" / VALIDATION_FILE
-    if path.exists():
-        return json.loads(path.read_text())
+    if (saved := ckpt.read_json(path)) is not None:
+        return saved
     source = run / "data" / "teacher_replies.json"
     trained = {p for p, _ in json.loads(source.read_text())} if source.exists() else set()
     prompts = reply_prompts(cfg, tok, trained, VALIDATION_N)
@@ -74,8 +74,8 @@ def quiz_pairs(run: Path, teacher: K3ForCausalLM, tok: ChatTokenizer) -> list[li
     Greedy, as the gate's factual check decodes, so the scored tokens are the answer the
     hybrid must reproduce; the first tokens carry the fact."""
     path = run / "data" / QUIZ_FILE
-    if path.exists():
-        return json.loads(path.read_text())
+    if (saved := ckpt.read_json(path)) is not None:
+        return saved
     greedy = SamplingParams(temperature=0.0, repetition_penalty=1.0)
     outs = generate(teacher, [tok.prompt(q) for q in HELDOUT_QUIZ], QUIZ_MAX_NEW, greedy, tok.eos)
     pairs = [[q, tok.decode(o)] for q, o in zip(HELDOUT_QUIZ, outs, strict=True)]

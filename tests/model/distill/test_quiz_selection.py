@@ -82,3 +82,18 @@ def test_quiz_agreement_is_full_for_the_teacher_and_falls_for_a_damaged_model(
     with torch.no_grad():
         damaged.lm_head.weight.copy_(torch.roll(damaged.lm_head.weight, 1, dims=0))
     assert validation.quiz_agreement(damaged, tok, pairs, n=4) < 1.0
+
+
+def test_a_torn_quiz_file_is_a_one_line_error_and_is_left_as_it_was(
+    teacher_dir: Path, tmp_path: Path, few_questions, capsys
+) -> None:
+    run = tmp_path / "run"
+    trained_run(run, teacher_dir, [1])
+    torn = run / "data" / validation.QUIZ_FILE
+    torn.write_text('[["What is the capital of Nepal?", "The cap')
+
+    assert main(["attribute", str(run), "--set", "quiz", "--threads", "1"]) == 2
+
+    err = capsys.readouterr().err
+    assert err.startswith("k3chat: error:") and "val_quiz.json" in err and err.count("\n") == 1
+    assert torn.read_text().endswith('"The cap')
