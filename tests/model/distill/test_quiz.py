@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from k3chat_model.distill.gate_data import FACTUAL
-from k3chat_model.distill.quiz import HELDOUT_FACTUAL, HELDOUT_QUIZ, leaks_gate, quiz_prompts
+from k3chat_model.distill.quiz import (
+    HELDOUT_FACTUAL,
+    HELDOUT_QUIZ,
+    WIDE_FACTUAL,
+    leaks_gate,
+    quiz_prompts,
+)
 
 
 def test_no_gate_question_or_subject_is_a_training_prompt() -> None:
@@ -36,3 +42,16 @@ def test_heldout_factual_questions_are_quiz_questions_with_answers() -> None:
     qs = [q for q, _ in HELDOUT_FACTUAL]
     assert len(qs) >= 30 and len(set(qs)) == len(qs) and set(qs) <= set(HELDOUT_QUIZ)
     assert all(acc and all(a == a.lower() for a in acc) for _, acc in HELDOUT_FACTUAL)
+
+
+def test_wide_factual_extends_the_heldout_check_without_touching_training_or_gate() -> None:
+    qs = [q for q, _ in WIDE_FACTUAL]
+    assert WIDE_FACTUAL[: len(HELDOUT_FACTUAL)] == HELDOUT_FACTUAL and len(qs) >= 100
+    assert len(set(qs)) == len(qs)
+    assert not set(qs) & set(quiz_prompts())
+    assert not [q for q in qs if leaks_gate(q)]
+    # lower case, and no one-letter answer: the whole-word check would find "s" in "it's"
+    assert all(
+        acc and all(a == a.lower() and not (len(a) == 1 and a.isalpha()) for a in acc)
+        for _, acc in WIDE_FACTUAL
+    )
