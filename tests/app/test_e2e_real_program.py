@@ -64,24 +64,29 @@ def _letters(text: str) -> str:
     return re.sub(r"[^A-Za-z]", "", ANSI.sub("", text))
 
 
-def _wait_for_reply_text(p: PtyProcess, after: str, chars: int = 8, timeout: float = 20) -> None:
-    """Block until at least `chars` characters of reply were streamed after `after`."""
+def _wait_for_reply_text(p: PtyProcess, after: str, chars: int = 8, timeout: float = 20) -> str:
+    """Block until at least `chars` letters of reply were streamed after the last echo of
+    `after`, and return what was shown since that echo. Why the last: the input line can be
+    redrawn, and a redrawn echo (or its escape codes) is not reply text."""
     p.expect(re.escape(after))
     deadline = time.monotonic() + timeout
-    while len(p.buffer.strip()) < chars:
+    while len(_letters(shown := p.buffer.rsplit(after, 1)[-1])) < chars:
         assert time.monotonic() < deadline, f"no reply streamed:\n{p.transcript[-1500:]}"
         p._read(0.05)
+    return shown
 
 
 def test_line_mode_streams_ctrl_c_keeps_the_partial_reply_and_resume_shows_it(tmp_path, tiny_model):
     home = tmp_path / "h"
     p = _line(home, tiny_model)
     try:
-        p.expect("k3chat · k3-tiny · session (\\S+)", timeout=60)
+        sid = p.expect("k3chat · k3-tiny · session (\\S+)", timeout=60).group(1)
         p.expect("> ")
         p.sendline("hello there")
-        _wait_for_reply_text(p, "hello there")
-        shown_before_ctrl_c = p.buffer
+        # Ctrl-C only once the turn has begun (the user message is on disk before generation):
+        # sent while the input line was still being redrawn, it once missed the turn entirely.
+        _wait_for_event(home, sid, "user")
+        shown_before_ctrl_c = _wait_for_reply_text(p, "hello there")
         p.sendintr()
         p.expect(r"\[interrupted\]")
         p.expect("> ")
