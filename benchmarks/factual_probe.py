@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import torch
-from quiz_vs_factual import same_weights
+from quiz_vs_factual import gate_factual
 
 from k3chat_model.distill.data import ChatTokenizer
 from k3chat_model.distill.gate import delta_student, factual_score
@@ -46,16 +46,6 @@ def mcnemar_p(b: int, c: int) -> float:
         return 1.0
     tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
     return min(1.0, 2 * tail)
-
-
-def gate_factual(run: Path, delta: Path) -> int | None:
-    """The gate's factual count, if `gate.json` scored the weights `delta` holds."""
-    if not (run / "gate.json").exists():
-        return None
-    gate = json.loads((run / "gate.json").read_text())
-    if "delta" not in gate or not same_weights(run / "delta" / gate["delta"]["file"], delta):
-        return None
-    return gate.get("factual_correct")
 
 
 def main() -> None:

@@ -66,6 +66,17 @@ def same_weights(a: Path, b: Path) -> bool:
     return ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta)
 
 
+def gate_factual(run: Path, delta: Path) -> int | None:
+    """The gate's factual count from `RUN/gate.json`, if that gate scored the weights `delta`
+    holds (None if ungated, or if the run has trained since)."""
+    if not (run / "gate.json").exists():
+        return None
+    gate = json.loads((run / "gate.json").read_text())
+    if "delta" not in gate or not same_weights(run / "delta" / gate["delta"]["file"], delta):
+        return None
+    return gate.get("factual_correct")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path)
@@ -84,15 +95,14 @@ def main() -> None:
     rows = []
     for run in a.runs:
         t0 = time.time()
-        gate = json.loads((run / "gate.json").read_text()) if (run / "gate.json").exists() else {}
         with delta_student(run, teacher_dir, keep_delta=False) as (student, path, manifest):
-            same = "delta" in gate and same_weights(run / "delta" / gate["delta"]["file"], path)
+            factual = gate_factual(run, path)
             m = kl_metrics(teacher, student, seqs, ref)
             agree = quiz_agreement(student, tok, pairs, a.n)
             held = factual_score(student, tok, HELDOUT_FACTUAL)[0]
         rows.append({"run": run.name, "layers": len(manifest["kda_layers"]),
-                     "factual": gate.get("factual_correct") if same else None,
-                     "gated": bool(gate), "quiz_kl": m["kl"],
+                     "factual": factual,
+                     "gated": (run / "gate.json").exists(), "quiz_kl": m["kl"],
                      "quiz_top1": m["top1"], "quiz_agree": round(agree, 4), "heldout_factual": held,
                      "seconds": round(time.time() - t0)})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
