@@ -187,6 +187,20 @@ def _parser() -> argparse.ArgumentParser:
         help="first sample N new teacher replies to the run's prompts and train on them too",
     )
     tm.add_argument(
+        "--factual",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also train on the teacher's greedy answers to N one-line training questions "
+        "(loss on the answer only; held out by subject from every factual check)",
+    )
+    tm.add_argument(
+        "--factual-every",
+        type=int,
+        default=2,
+        help="one factual row after every this many other rows (default 2)",
+    )
+    tm.add_argument(
         "--seed",
         type=int,
         default=101,
@@ -222,6 +236,8 @@ def _timed(a: argparse.Namespace) -> int:
         teacher_dir=a.teacher,
         data_dir=a.data_dir,
         fresh_replies=a.fresh_replies,
+        factual=a.factual,
+        factual_every=a.factual_every,
         keep=a.keep,
         pretrained_scale=a.pretrained_lr_scale,
         pretrained_train=(

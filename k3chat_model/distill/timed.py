@@ -28,13 +28,14 @@ from ..errors import ConfigError
 from ..events import SamplingParams
 from ..loading import load_model
 from . import ckpt
-from .data import ChatTokenizer
+from .data import ChatTokenizer, interleave
+from .factual_rows import factual_replies, factual_rows
 from .gate import assistant_sequences, chat_sequences, heldout_assistant, kl_metrics
 from .generate import generate
 from .metrics import swapped
 from .pipeline import load_hybrid, load_run, pretrained_lr_scale, stage2_rows
 from .stage2 import Stage2Config, train_stage2
-from .validation import validation_sets
+from .validation import quiz_set, validation_sets
 
 RESERVE_S = 0.06
 """Share of the budget kept for loading, evaluation and the final save."""
@@ -58,6 +59,8 @@ def timed_stage2(
     keep: str = "best",
     pretrained_scale: float | None = None,
     pretrained_train: list[int] | None = None,
+    factual: int = 0,
+    factual_every: int = 2,
     log: Callable[[str], None] = print,
     stop: ckpt.StopFlag | None = None,
 ) -> dict:
@@ -72,6 +75,9 @@ def timed_stage2(
     `pretrained_scale` (default: the run's `stage2_pretrained_lr_scale`) multiplies `lr`
     for the layers a grown run took already trained from `init_from`; with
     `pretrained_train`, only those of them train and the others are frozen.
+    `factual` > 0 adds rows of that many one-line questions with the teacher's greedy answers
+    (`factual_rows`), one after every `factual_every` rows, and scores the quiz selection set
+    too (reported; the snapshot is still chosen on chat and assistant text).
     Stopped early (`stop`, e.g. Ctrl-C), it still writes the best (or last) snapshot so far.
     The run's own checkpoints are never modified.
     """
@@ -89,11 +95,20 @@ def timed_stage2(
         pairs = sample_fresh_replies(run, teacher, tok, fresh_replies, seed, gen_batch, log)
         extra = [tok.conversation([("user", q), ("assistant", r)]) for q, r in pairs]
     rows, mask = stage2_rows(run, all_chat=True, extra=extra, order_seed=seed)
+    if factual:
+        triples = factual_replies(run, teacher, tok, factual, gen_batch, log)
+        frows, fmask = factual_rows(tok, triples, rows.shape[1])
+        order = torch.randperm(len(frows), generator=torch.Generator().manual_seed(seed))
+        rows = interleave(rows, frows[order].to(rows.dtype), every=factual_every)
+        mask = interleave(mask, fmask[order], every=factual_every)
+        log(f"factual rows: {len(frows)} from {len(triples)} answers, 1 per {factual_every} rows")
     sets = {
         "chat": chat_sequences(tok, data_dir),
         "assistant": assistant_sequences(tok, heldout_assistant(teacher, tok)),
     }
     val = validation_sets(run, replace(cfg, data_dir=str(data_dir)), teacher, tok)
+    if factual:
+        val["quiz"] = quiz_set(run, teacher, tok)
     with torch.no_grad():
         ref = {k: [teacher(torch.tensor([ids], device=device)).logits for ids, _ in v]
                for k, v in [*sets.items(), *(("val_" + k, v) for k, v in val.items())]}  # fmt: skip

@@ -276,3 +276,58 @@ def test_pretrained_train_lets_only_the_listed_seeded_layers_learn(
     with pytest.raises(ConfigError, match=r"layers \[2\] were not taken trained"):
         timed.timed_stage2(run, device="cpu", seconds=4, batch=2, pretrained_train=[2, 3],
                            log=lambda _m: None)  # fmt: skip
+
+
+def test_factual_rows_train_on_greedy_answers_to_training_questions_only(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """`--factual N`: the teacher's greedy answers to N training questions, kept on disk,
+    join the rows with the loss on the answer alone, and the quiz selection set is reported."""
+    from k3chat_model.distill import factual_rows
+    from k3chat_model.distill.data import ChatTokenizer
+    from k3chat_model.distill.quiz_train import factual_train_prompts
+
+    run = _run(tmp_path, teacher_dir)
+    held = [(r.tolist(), [1] * 32) for r in _rows(2, 9)[0]]
+    _held_out(monkeypatch, held[:1], held[1:])
+    used = []
+    real_interleave = timed.interleave
+    monkeypatch.setattr(
+        timed, "interleave", lambda *a, **k: used.append(real_interleave(*a, **k)) or used[-1]
+    )
+    rep = timed.timed_stage2(
+        run, device="cpu", seconds=6, batch=2, evals=1, factual=5, factual_every=1,
+        log=lambda _m: None,
+    )  # fmt: skip
+    triples = json.loads((run / "data" / factual_rows.FACTUAL_FILE).read_text())
+    questions = [q for q, _, _ in triples]
+    assert questions == factual_rows.training_questions(5) and len(set(questions)) == 5
+    assert set(questions) <= set(factual_train_prompts())
+    assert all(isinstance(f, bool) for _, _, f in triples)
+    assert "quiz" in rep["start"]["val"] and "quiz" in rep["evals"][-1]["val"]
+    rows, mask = used[0], used[1]
+    assert len(rows) == 2 * len(timed.stage2_rows(run, all_chat=True)[0])
+    # every other row is a factual row, its mask on the answers: the prompts are left out
+    frows, fmask = factual_rows.factual_rows(ChatTokenizer(teacher_dir), triples, rows.shape[1])
+    expected = {(tuple(r.tolist()), tuple(m.tolist())) for r, m in zip(frows, fmask)}
+    got = {(tuple(r.tolist()), tuple(m.tolist())) for r, m in zip(rows[1::2], mask[1::2])}
+    assert got <= expected and (mask[1::2] == 0).any() and (mask[0::2] == 1).all()
+    again = factual_rows.factual_replies(run, None, None, 5, 4)  # kept: not generated again
+    assert again == triples
+
+
+def test_answer_sequence_scores_the_answer_and_only_a_finished_answers_end(
+    teacher_dir: Path,
+) -> None:
+    from k3chat_model.distill.data import ChatTokenizer
+    from k3chat_model.distill.factual_rows import answer_sequence
+
+    tok = ChatTokenizer(teacher_dir)
+    q_ids = tok.prompt("What is two plus two?")
+    body = tok.encode("Four.")
+    for finished in (True, False):
+        ids, mask = answer_sequence(tok, "What is two plus two?", "Four.", finished)
+        assert ids[: len(q_ids)] == q_ids and ids[len(q_ids) : len(q_ids) + len(body)] == body
+        assert mask[: len(q_ids)] == [0] * len(q_ids)
+        assert mask[len(q_ids) : len(q_ids) + len(body)] == [1] * len(body)
+        assert set(mask[len(q_ids) + len(body) :]) == {int(finished)}
