@@ -279,7 +279,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
     if until == "data":
         return st
     # read init_from's checkpoint only while a phase that needs it is pending
-    pretrained = set(st["pretrained"]) if "pretrained" in st else _stage2_trained(cfg)
+    pretrained = set(st["pretrained"]) if "pretrained" in st else _trained_by_init_from(cfg)
     todo = [i for i in cfg.candidates if i not in pretrained]
     if "stage1" not in st["done"] and not todo:
         finish("stage1", stage1_tokens=0)  # every layer of the hybrid is already trained
@@ -437,10 +437,17 @@ def pretrained_lr_scale(
     return dict.fromkeys(pretrained, value)
 
 
-def _stage2_trained(cfg: RunConfig) -> set[int]:
-    """Kept layers that `init_from` trained through stage 2 (e.g. a seeded shipped hybrid):
-    they skip stage 1 and 1b, whose attention-matching objective would undo that training."""
-    saved = ckpt.load(Path(cfg.init_from) / "stage2.pt") if cfg.init_from else None
+def _trained_by_init_from(cfg: RunConfig) -> set[int]:
+    """Kept layers that `init_from` trained to its last phase: through stage 2 (e.g. a seeded
+    shipped hybrid), or, for a run stopped after stage 1b (`--until stage1b`), through 1b.
+    They skip stage 1 and 1b here, whose attention-matching objective would undo stage 2, and
+    which a 1b-finished layer has had already."""
+    if not cfg.init_from:
+        return set()
+    prev = Path(cfg.init_from)
+    saved = ckpt.load(prev / "stage2.pt")
+    if saved is None and (saved := ckpt.load(prev / "stage1b.pt")) is not None:
+        saved = saved if saved["state"].get("done") else None  # 1b still training: not yet
     return set(cfg.keep_layers) & set(saved["layers"]) if saved else set()
 
 

@@ -120,3 +120,44 @@ def test_growing_a_seed_trains_stage1_on_new_layers_only(
         for k, v in seeded[i].items():
             assert torch.equal(before[i][k], v) and torch.equal(after[i][k], v), (i, k)
     assert any(not torch.equal(before[new][k], v) for k, v in after[new].items())
+
+
+def test_growing_a_run_stopped_after_stage1b_keeps_all_its_layers_trained(
+    teacher_dir: Path, tmp_path: Path, capsys
+) -> None:
+    """seed → grow (`--until stage1b`) → grow again: the second growth takes every layer the
+    first one finished as trained (no stage 1 for them; stage 1b hands them on unchanged)
+    instead of failing on the seeded layers the first run's stage 1 never held."""
+    seed, _ = _seed(tmp_path, teacher_dir, capsys)
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randint(3, VOCAB, (8, 32), generator=g)
+    mask = torch.ones_like(rows, dtype=torch.uint8)
+
+    def grow(name: str, init_from: Path, keep: list[int], n_layers: int) -> tuple[Path, dict]:
+        run = tmp_path / name
+        (run / "data").mkdir(parents=True)
+        torch.save(
+            {"chat": (rows, mask), "assist": (rows.flip(0), mask), "rank": (rows[:2], mask[:2])},
+            run / "data" / "rows.pt",
+        )
+        cfg = RunConfig(
+            teacher=str(teacher_dir), data_dir=str(tmp_path), candidates=[0, 1, 2, 3],
+            n_layers=n_layers, keep_layers=keep, init_from=str(init_from), gen_prompts=0,
+            stage1_tokens=256, stage1b_tokens=128,
+        )  # fmt: skip
+        ckpt.write_json(run / "config.json", asdict(cfg))
+        ckpt.write_json(run / "state.json", {"done": ["data"], "teacher_replies": 0})
+        return run, run_pipeline(run, until="stage1b")
+
+    first, st1 = grow("grow1", seed, [1, 2], 3)
+    assert st1["done"][-1] == "stage1b" and st1["pretrained"] == [1, 2]
+    second, st2 = grow("grow2", first, st1["chosen"], 4)
+    assert st2["done"][-1] == "stage1b" and st2["pretrained"] == st1["chosen"]
+    assert sorted(ckpt.load(second / "stage1.pt")["layers"]) == sorted(
+        {0, 1, 2, 3} - set(st1["chosen"])
+    )
+    handed_on = ckpt.load(first / "stage1b.pt")["layers"]
+    got = ckpt.load(second / "stage1b.pt")["layers"]
+    for i in st1["chosen"]:
+        for k, v in handed_on[i].items():
+            assert torch.equal(got[i][k], v), (i, k)
