@@ -81,6 +81,10 @@ def timed_stage2(
     Stopped early (`stop`, e.g. Ctrl-C), it still writes the best (or last) snapshot so far.
     The run's own checkpoints are never modified.
     """
+    if factual < 0 or factual_every < 1:
+        raise ConfigError(
+            f"--factual {factual} --factual-every {factual_every}: need N >= 0 and every >= 1"
+        )
     t_end = time.time() + seconds
     cfg, st = load_run(run)
     lr_scale = pretrained_lr_scale(cfg, st, pretrained_scale, pretrained_train)
