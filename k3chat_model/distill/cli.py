@@ -57,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
         help="run dir whose stage1.pt starts stage 1 of the layers --init-from lacks "
         "(continue a long many-candidate stage 1 instead of starting over)",
     )
+    r.add_argument(
+        "--stage1-in-context",
+        action="store_true",
+        default=None,
+        help="stage 1 and 1b capture the teacher's attention with the --init-from layers swapped "
+        "in (new layers learn the stream of the hybrid they join)",
+    )
     for name in (
         "stage1-tokens",
         "stage1b-tokens",

@@ -70,23 +70,11 @@ class RunConfig:
     stage2_pretrained_lr_scale: float = 1.0
     """Stage 2's learning rate for kept layers that `init_from` trained through stage 2, as a
     fraction of `stage2_lr`: they are adapted already, the new layers start from stage 1."""
+    stage1_in_context: bool = False
+    """Stage 1 and 1b of a growing run capture the teacher's attention with the `init_from`
+    layers swapped in, so new layers learn the stream of the hybrid they join (session 20)."""
     threads: int = 1
     ckpt_seconds: float = 240.0
-
-
-REPLY_PASSES_WARN = 8.0
-"""Passes over each teacher-reply row above which stage 1 says it is fitting too few replies."""
-
-
-def reply_passes(n_chat: int, n_reply: int, tokens: int, seq: int = SEQ, every: int = 2) -> float:
-    """How many times a stage of `tokens` visits each teacher-reply row of `interleave(chat,
-    replies, every)`. Why: one reply row follows every `every` chat rows, so with few replies
-    stage 1 cycles them dozens of times while it sees each chat row once at most; session 20
-    found a layer so trained (39 passes) fits replies it has not seen 2.7 times worse than its own
-    (relative MSE 0.115 vs 0.043; chat 0.095 vs 0.088)."""
-    if n_reply == 0:
-        return 0.0
-    return tokens / seq / (every + 1) / n_reply
 
 
 def _log(run: Path, msg: str) -> None:
@@ -296,14 +284,13 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
     # read init_from's checkpoint only while a phase that needs it is pending
     pretrained = set(st["pretrained"]) if "pretrained" in st else _trained_by_init_from(cfg)
     todo = [i for i in cfg.candidates if i not in pretrained]
+
+    def in_context() -> dict | None:  # the hybrid's stream for stage 1 (RunConfig)
+        return fresh(sorted(pretrained)) if cfg.stage1_in_context and pretrained else None
+
     if "stage1" not in st["done"] and not todo:
         finish("stage1", stage1_tokens=0)  # every layer of the hybrid is already trained
     if "stage1" not in st["done"]:
-        passes = reply_passes(len(crow), len(arow), cfg.stage1_tokens)
-        if passes > REPLY_PASSES_WARN:
-            _log(run, f"note: stage 1 visits each of the {len(arow)} teacher-reply rows about "
-                 f"{passes:.0f} times; a layer overfits so few replies (a larger --gen-prompts "
-                 "gives more)")  # fmt: skip
         students = fresh(todo)
         s = train_stage1(
             teacher,
@@ -313,6 +300,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
             run / "stage1.pt",
             run / "train_log.jsonl",
             stop,
+            context=in_context(),
         )
         if not s["done"]:
             return st
@@ -361,6 +349,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
                 run / "train_log.jsonl",
                 stop,
                 name="stage1b",
+                context=in_context(),
             )
             if not s["done"]:
                 return st

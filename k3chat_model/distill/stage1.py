@@ -5,6 +5,10 @@ attention output; each student layer is fed that input (teacher forcing) and tra
 relative MSE ‖ŷ − y‖² / ‖y‖². Layers are independent, so all train at once from one pass:
 backward and clipping per layer, then one AdamW step. A layer whose gradient is non-finite
 skips that update.
+
+With `context` (KDA layers already in the hybrid a growth run joins), the pass runs with them
+swapped in: each new layer then learns what the teacher's softmax attention does on the stream
+it will see in that hybrid, not on the all-softmax teacher's (session 20).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import torch
 from ..model import K3ForCausalLM
 from . import ckpt
 from .kda_train import TrainableKDA, kda_forward_train
+from .metrics import swapped
 
 
 @dataclass
@@ -83,8 +88,10 @@ def train_stage1(
     log_path: Path | None = None,
     stop: ckpt.StopFlag | None = None,
     name: str = "stage1",
+    context: dict[int, torch.nn.Module] | None = None,
 ) -> dict:
     """Train `students` in place until `cfg.tokens` have been seen; resumes from `ckpt_path`.
+    `context`: KDA layers swapped into the teacher's pass (see the module docstring).
 
     Returns the final state dict {"step", "tokens", "cursor", "done", "loss"}.
     """
@@ -109,42 +116,48 @@ def train_stage1(
     last_save = time.time()
     for m in students.values():
         m.train()
-    while state["step"] < total_steps and not (stop and stop.stop):
-        idx = [(state["cursor"] + j) % len(rows) for j in range(cfg.batch)]
-        ids = rows[idx].long()
-        got = capture(teacher, ids, layers)
-        lr = lr_at(state["step"], total_steps, cfg.lr, cfg.warmup_steps, cfg.min_lr_frac)
-        for gr in opt.param_groups:
-            gr["lr"] = lr
-        opt.zero_grad(set_to_none=True)
-        losses, skipped = {}, 0
-        for i in layers:
-            x, y = got[i]
-            y_hat = kda_forward_train(students[i], x)
-            loss = (y_hat - y).pow(2).sum() / y.pow(2).sum().clamp_min(1e-12)
-            loss.backward()
-            ps = list(students[i].parameters())
-            norm = torch.nn.utils.clip_grad_norm_(ps, cfg.clip)
-            if not torch.isfinite(norm):
-                skipped += 1
-                for p in ps:
-                    p.grad = None
-            losses[i] = loss.item()
-        opt.step()
-        state["step"] += 1
-        state["tokens"] += step_tokens
-        state["cursor"] = (state["cursor"] + cfg.batch) % len(rows)
-        state["loss"] = losses
-        prog.step(
-            state["tokens"],
-            step=state["step"],
-            lr=lr,
-            rel_mse=sum(losses.values()) / len(losses),
-            skipped=skipped,
+    if set(context or {}) & set(layers):
+        raise ValueError(
+            f"layers {sorted(set(context) & set(layers))} are both trained and context"
         )
-        if time.time() - last_save > cfg.ckpt_seconds:
-            save()
-            last_save = time.time()
+    dtype = teacher.model.embed_tokens.weight.dtype
+    with swapped(teacher, context or {}, dtype):
+        while state["step"] < total_steps and not (stop and stop.stop):
+            idx = [(state["cursor"] + j) % len(rows) for j in range(cfg.batch)]
+            ids = rows[idx].long()
+            got = capture(teacher, ids, layers)
+            lr = lr_at(state["step"], total_steps, cfg.lr, cfg.warmup_steps, cfg.min_lr_frac)
+            for gr in opt.param_groups:
+                gr["lr"] = lr
+            opt.zero_grad(set_to_none=True)
+            losses, skipped = {}, 0
+            for i in layers:
+                x, y = got[i]
+                y_hat = kda_forward_train(students[i], x)
+                loss = (y_hat - y).pow(2).sum() / y.pow(2).sum().clamp_min(1e-12)
+                loss.backward()
+                ps = list(students[i].parameters())
+                norm = torch.nn.utils.clip_grad_norm_(ps, cfg.clip)
+                if not torch.isfinite(norm):
+                    skipped += 1
+                    for p in ps:
+                        p.grad = None
+                losses[i] = loss.item()
+            opt.step()
+            state["step"] += 1
+            state["tokens"] += step_tokens
+            state["cursor"] = (state["cursor"] + cfg.batch) % len(rows)
+            state["loss"] = losses
+            prog.step(
+                state["tokens"],
+                step=state["step"],
+                lr=lr,
+                rel_mse=sum(losses.values()) / len(losses),
+                skipped=skipped,
+            )
+            if time.time() - last_save > cfg.ckpt_seconds:
+                save()
+                last_save = time.time()
     state["done"] = state["step"] >= total_steps
     save()
     return state

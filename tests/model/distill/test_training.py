@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from k3chat_model.distill.hybrid import (
     official_kda_tensors,
     swap_in,
 )
+from k3chat_model.distill.kda_train import kda_forward_train
 from k3chat_model.distill.stage1 import Stage1Config, capture, train_stage1
 from k3chat_model.distill.stage2 import Stage2Config, train_stage2
 from k3chat_model.errors import ConfigError
@@ -197,3 +199,31 @@ def test_stage2_lr_scale_zero_freezes_a_layer_out_of_the_backward(tmp_path: Path
     cfg = Stage2Config(tokens=2 * 32, lr=3e-3, lr_scale={1: 0.0, 2: 0.0})
     with pytest.raises(ConfigError, match="no layer to train"):
         train_stage2(t, student, studs, rows, mask, cfg, tmp_path / "s2b.pt")
+
+
+def test_stage1_in_context_learns_the_stream_of_the_hybrid_it_joins(tmp_path: Path) -> None:
+    """With `context`, stage 1's targets come from the teacher with the hybrid's KDA layers
+    swapped in below the new layer; the teacher is left as it was."""
+    t = tiny_teacher()
+    ctx = _students(t, [0])  # a KDA layer the new layer 2 will sit above
+    rows = _rows()
+    cfg = Stage1Config(tokens=2 * 32, batch=2, lr=0.0, warmup_steps=1, ckpt_seconds=0)
+
+    def first_loss(context, name: str) -> float:  # noqa: ANN001
+        return train_stage1(t, _students(t, [2]), rows, cfg, tmp_path / name, context=context)[
+            "loss"
+        ][2]
+
+    def by_hand(model) -> float:  # noqa: ANN001
+        x, y = capture(model, rows[:2].long(), [2])[2]
+        y_hat = kda_forward_train(_students(t, [2])[2], x)
+        return ((y_hat - y).pow(2).sum() / y.pow(2).sum()).item()
+
+    hybrid = swap_in(copy.deepcopy(t), copy.deepcopy(ctx))
+    original = t.model.layers[0].self_attn
+    assert first_loss(ctx, "a.pt") == pytest.approx(by_hand(hybrid), rel=1e-5)
+    assert t.model.layers[0].self_attn is original
+    assert first_loss(None, "b.pt") == pytest.approx(by_hand(t), rel=1e-5)
+    assert by_hand(hybrid) != pytest.approx(by_hand(t), rel=1e-3)
+    with pytest.raises(ValueError, match="both trained and context"):
+        train_stage1(t, _students(t, [0]), rows, cfg, tmp_path / "c.pt", context=ctx)
