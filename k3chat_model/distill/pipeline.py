@@ -284,10 +284,6 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
     # read init_from's checkpoint only while a phase that needs it is pending
     pretrained = set(st["pretrained"]) if "pretrained" in st else _trained_by_init_from(cfg)
     todo = [i for i in cfg.candidates if i not in pretrained]
-
-    def in_context() -> dict | None:  # the hybrid's stream for stage 1 (RunConfig)
-        return fresh(sorted(pretrained)) if cfg.stage1_in_context and pretrained else None
-
     if "stage1" not in st["done"] and not todo:
         finish("stage1", stage1_tokens=0)  # every layer of the hybrid is already trained
     if "stage1" not in st["done"]:
@@ -300,7 +296,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
             run / "stage1.pt",
             run / "train_log.jsonl",
             stop,
-            context=in_context(),
+            context=fresh(sorted(pretrained)) if cfg.stage1_in_context else None,
         )
         if not s["done"]:
             return st
@@ -333,6 +329,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         saved = ckpt.load(run / "stage1.pt")
         for i in new:
             students[i].load_state_dict(saved["layers"][i])
+        earlier = fresh([i for i in chosen if i in pretrained])  # stage-2 weights of init_from
         tokens = 0
         if cfg.stage1b_tokens > 0 and new:
             s = train_stage1(
@@ -349,12 +346,12 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
                 run / "train_log.jsonl",
                 stop,
                 name="stage1b",
-                context=in_context(),
+                context=earlier if cfg.stage1_in_context else None,
             )
             if not s["done"]:
                 return st
             tokens = s["tokens"]
-        students |= fresh([i for i in chosen if i in pretrained])  # stage-2 weights of init_from
+        students |= earlier
         ckpt.save_atomic(
             {
                 "layers": {i: students[i].state_dict() for i in chosen},
