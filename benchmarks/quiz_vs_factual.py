@@ -25,12 +25,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from k3chat_model.distill.data import ChatTokenizer
 from k3chat_model.distill.gate import delta_student, factual_score, kl_metrics
-from k3chat_model.distill.pipeline import load_run
+from k3chat_model.distill.pipeline import run_teacher
 from k3chat_model.distill.quiz import HELDOUT_FACTUAL
 from k3chat_model.distill.validation import quiz_agreement, quiz_pairs, quiz_set
-from k3chat_model.loading import load_model
 
 
 def ranks(xs: list[float]) -> list[float]:
@@ -84,10 +82,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=12, help="greedy tokens compared per answer")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    cfg, _ = load_run(a.runs[0])
-    teacher_dir = Path(cfg.teacher)
-    tok = ChatTokenizer(teacher_dir)
-    teacher = load_model(teacher_dir, dtype=torch.bfloat16)
+    teacher_dir, tok, teacher = run_teacher(a.runs[0])
     pairs = quiz_pairs(a.runs[0], teacher, tok)  # the teacher's; the same for every run
     seqs = quiz_set(a.runs[0], teacher, tok)
     with torch.no_grad():

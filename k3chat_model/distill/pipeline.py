@@ -16,6 +16,7 @@ import torch
 from ..errors import CheckpointError, ConfigError
 from ..events import SamplingParams
 from ..loading import load_model
+from ..model import K3ForCausalLM
 from . import ckpt
 from .data import (
     EXTRA_TOPICS,
@@ -97,6 +98,13 @@ def load_run(run: Path) -> tuple[RunConfig, dict]:
         else {"done": []}
     )
     return cfg, st
+
+
+def run_teacher(run: Path) -> tuple[Path, ChatTokenizer, K3ForCausalLM]:
+    """The run's teacher directory, its tokenizer and the teacher in bf16 (as the gate runs it):
+    where every evaluation of a run's hybrids starts."""
+    teacher_dir = Path(load_run(run)[0].teacher)
+    return teacher_dir, ChatTokenizer(teacher_dir), load_model(teacher_dir, dtype=torch.bfloat16)
 
 
 VALIDATION_FILE = "val_assistant.json"

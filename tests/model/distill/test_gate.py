@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -59,3 +61,20 @@ def test_kl_metrics_reports_a_top1_interval_around_its_estimate(teacher_dir: Pat
     res = kl_metrics(t, s, seqs)
     lo, hi = res["top1_ci95"]
     assert lo <= res["top1"] <= hi
+
+
+def test_run_teacher_loads_the_runs_own_teacher_in_bf16(teacher_dir: Path, tmp_path: Path) -> None:
+    from k3chat_model.distill.pipeline import RunConfig, run_teacher
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(
+        json.dumps(asdict(RunConfig(teacher=str(teacher_dir), data_dir=str(tmp_path))))
+    )
+    got_dir, tok, teacher = run_teacher(run)
+    assert got_dir == teacher_dir
+    assert teacher.model.embed_tokens.weight.dtype == torch.bfloat16
+    x = torch.tensor([_seqs(tok)[0][0]])
+    with torch.no_grad():
+        want = load_model(teacher_dir, dtype=torch.bfloat16)(x).logits
+        assert torch.equal(teacher(x).logits, want)
