@@ -96,6 +96,10 @@ def train_stage1(
     Returns the final state dict {"step", "tokens", "cursor", "done", "loss"}.
     """
     layers = sorted(students)
+    if set(context or {}) & set(layers):
+        raise ValueError(
+            f"layers {sorted(set(context) & set(layers))} are both trained and context"
+        )
     params = [p for i in layers for p in students[i].parameters()]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
     state = {"step": 0, "tokens": 0, "cursor": 0, "done": False, "loss": {}}
@@ -116,10 +120,6 @@ def train_stage1(
     last_save = time.time()
     for m in students.values():
         m.train()
-    if set(context or {}) & set(layers):
-        raise ValueError(
-            f"layers {sorted(set(context) & set(layers))} are both trained and context"
-        )
     dtype = teacher.model.embed_tokens.weight.dtype
     with swapped(teacher, context or {}, dtype):
         while state["step"] < total_steps and not (stop and stop.stop):
