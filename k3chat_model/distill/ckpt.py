@@ -111,13 +111,16 @@ class Progress:
                 f.write(json.dumps(rec) + "\n")
 
 
-def save_training(path, students: dict, layers, opt, state: dict) -> None:
-    """Checkpoint the trained KDA layers, the optimizer and the run state in one atomic file."""
-    save_atomic(
-        {
-            "layers": {i: students[i].state_dict() for i in layers},
-            "opt": opt.state_dict(),
-            "state": state,
-        },
-        path,
-    )
+def save_training(path, students: dict, layers, opt, state: dict, experts=None) -> None:  # noqa: ANN001
+    """Checkpoint the trained KDA layers (and routed experts, if any), the optimizer and the run
+    state in one atomic file."""
+    from .experts import routed_state
+
+    obj = {
+        "layers": {i: students[i].state_dict() for i in layers},
+        "opt": opt.state_dict(),
+        "state": state,
+    }
+    if experts:
+        obj["experts"] = {i: routed_state(moe) for i, moe in experts.items()}
+    save_atomic(obj, path)

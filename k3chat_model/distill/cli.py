@@ -180,6 +180,18 @@ def _parser() -> argparse.ArgumentParser:
         help="only these of the --init-from layers train (at --pretrained-lr-scale); "
         "the others are frozen, e.g. 24,25,26,27,28,29",
     )
+    tm.add_argument(
+        "--train-experts",
+        metavar="LAYERS",
+        help="also train the routed experts (K3's LatentMoE path, off in the step-0 build) of "
+        "these layers, e.g. 7,12,18,29; they ship in the delta (3 MB a layer in bf16)",
+    )
+    tm.add_argument(
+        "--expert-lr-scale",
+        type=float,
+        default=1.0,
+        help="LR multiplier of the routed experts that train (default 1)",
+    )
     tm.add_argument("--evals", type=int, default=4, help="held-out evaluations (best one kept)")
     tm.add_argument(
         "--keep",
@@ -250,6 +262,10 @@ def _timed(a: argparse.Namespace) -> int:
         pretrained_train=(
             _layer_list("--pretrained-train", a.pretrained_train) if a.pretrained_train else None
         ),
+        train_experts=(
+            _layer_list("--train-experts", a.train_experts) if a.train_experts else None
+        ),
+        expert_lr_scale=a.expert_lr_scale,
         seed=a.seed,
         gen_batch=a.gen_batch,
         stop=StopFlag().install(),

@@ -200,11 +200,13 @@ def evaluate(
 
 
 def export_delta(run: Path, out_dir: Path | None = None) -> tuple[Path, dict]:
-    """Write the run's current best KDA layers (stage 2, else stage 1b) as a delta file, in
-    `RUN/delta/` (what `ship` takes after the gate) unless `out_dir` is given."""
+    """Write the run's current best KDA layers (stage 2, else stage 1b), and the routed experts
+    it trained, as a delta file, in `RUN/delta/` (what `ship` takes after the gate) unless
+    `out_dir` is given."""
     from ..delta import write_delta
     from ..errors import CheckpointError
     from . import ckpt
+    from .experts import official_expert_tensors
     from .hybrid import OFFICIAL_PREFIX, official_kda_tensors
 
     state = run / "state.json"
@@ -218,6 +220,7 @@ def export_delta(run: Path, out_dir: Path | None = None) -> tuple[Path, dict]:
         )
     chosen = st["chosen"]
     tensors = official_kda_tensors({i: _Holder(saved["layers"][i]) for i in chosen})
+    tensors |= official_expert_tensors(saved.get("experts") or {})
     n_bytes_bf16 = sum(t.numel() * 2 for t in tensors.values())
     dtype = "bf16" if n_bytes_bf16 <= 58e6 else "int8"
     tokens = {k: st.get(k, 0) for k in ("stage1_tokens", "stage1b_tokens", "stage2_tokens")}
@@ -229,7 +232,7 @@ def export_delta(run: Path, out_dir: Path | None = None) -> tuple[Path, dict]:
         out,
         kda_layers=chosen,
         dtype=dtype,
-        extra={"tokens": tokens, "source": src},
+        extra={"tokens": tokens, "source": src, "experts": sorted(saved.get("experts") or {})},
         replace_prefixes=[f"{OFFICIAL_PREFIX}model.layers.{i}.self_attn." for i in chosen],
     )
     return out, manifest

@@ -147,7 +147,9 @@ def layers_from_official(
     per: dict[int, dict[str, torch.Tensor]] = {}
     for name, t in tensors.items():
         rest = name.removeprefix(OFFICIAL_PREFIX).removeprefix("model.layers.")
-        idx, _, param = rest.partition(".self_attn.")
+        idx, sep, param = rest.partition(".self_attn.")
+        if not sep:  # e.g. trained routed experts (`experts.experts_from_official`)
+            continue
         per.setdefault(int(idx), {})[param] = t
     mods = {}
     for i, sd in per.items():

@@ -30,6 +30,7 @@ from .data import (
     interleave,
     pack,
 )
+from .experts import load_experts, trainable
 from .gate import delta_student
 from .generate import generate
 from .hybrid import attention_output_rms, init_kda_from_gqa, kda_config, swap_in
@@ -360,14 +361,15 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
                 return st
             tokens = s["tokens"]
         students |= earlier
-        ckpt.save_atomic(
-            {
-                "layers": {i: students[i].state_dict() for i in chosen},
-                "opt": None,
-                "state": {"done": True},
-            },
-            run / "stage1b.pt",
-        )
+        out = {
+            "layers": {i: students[i].state_dict() for i in chosen},
+            "opt": None,
+            "state": {"done": True},
+        }
+        if pretrained and (prev := ckpt.load(Path(cfg.init_from) / "stage2.pt")):
+            if prev.get("experts"):  # routed experts trained with the kept layers go on with them
+                out["experts"] = prev["experts"]
+        ckpt.save_atomic(out, run / "stage1b.pt")
         finish("stage1b", stage1b_tokens=tokens, pretrained=sorted(set(chosen) & pretrained))
     if until == "stage1b":
         return st
@@ -377,6 +379,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         _log(run, f"stage 2 reopened: {st['stage2_tokens']} -> {cfg.stage2_tokens} tokens")
     if "stage2" not in st["done"]:
         students, student = load_hybrid(run, teacher_dir, chosen, "stage1b.pt")
+        experts = trainable(student, ckpt.load(run / "stage2.pt") or ckpt.load(run / "stage1b.pt"))
         s = train_stage2(
             teacher,
             student,
@@ -389,10 +392,13 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
                 ckpt_seconds=cfg.ckpt_seconds,
                 rewarm_tokens=st.get("stage2_reopened_at", 0),
                 lr_scale=pretrained_lr_scale(cfg, st),
+                # experts come with the kept layers of --init-from (or a rewound timed run)
+                expert_lr_scale=cfg.stage2_pretrained_lr_scale if cfg.init_from else 1.0,
             ),
             run / "stage2.pt",
             run / "train_log.jsonl",
             stop,
+            experts=experts,
         )
         if not s["done"]:
             return st
@@ -505,7 +511,8 @@ def load_hybrid(
     dtype: torch.dtype = torch.bfloat16,
 ) -> tuple[dict, torch.nn.Module]:
     """A teacher copy with `chosen` layers replaced by the KDA layers stored in `ckpt_name`
-    (stage2.pt falls back to stage1b.pt when stage 2 has not checkpointed yet)."""
+    (stage2.pt falls back to stage1b.pt when stage 2 has not checkpointed yet), and with the
+    routed experts that checkpoint trained (`experts.py`), in fp32."""
     student = load_model(teacher_dir, dtype=dtype)
     kcfg = kda_config(student.config, list(range(student.config.num_hidden_layers)))
     saved = ckpt.load(run / ckpt_name)
@@ -517,4 +524,5 @@ def load_hybrid(
         mod.load_state_dict(saved["layers"][i])
         students[i] = mod
     swap_in(student, students)
+    load_experts(student, saved)
     return students, student

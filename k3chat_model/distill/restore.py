@@ -45,10 +45,10 @@ def restore_layers(run: Path, new: Path, layers: list[int]) -> dict:
     )
     ckpt.write_json(work / "config.json", asdict(kept_cfg))
     state = {**st, "chosen": keep, "restored": {"from": str(run), "layers": sorted(layers)}}
-    ckpt.save_atomic(
-        {"layers": {i: saved["layers"][i] for i in keep}, "opt": None, "state": saved["state"]},
-        work / "stage2.pt",
-    )
+    out = {"layers": {i: saved["layers"][i] for i in keep}, "opt": None, "state": saved["state"]}
+    if saved.get("experts"):  # routed experts stay: their MLPs are not the restored attention
+        out["experts"] = saved["experts"]
+    ckpt.save_atomic(out, work / "stage2.pt")
     ckpt.write_json(work / "state.json", state)
     work.rename(new)
     return state

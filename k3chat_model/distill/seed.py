@@ -19,6 +19,7 @@ from ..config import K3Config
 from ..delta import read_delta, sha256_file
 from ..errors import CheckpointError, ConfigError
 from . import ckpt
+from .experts import experts_from_official
 from .hybrid import kda_config, layers_from_official
 from .pipeline import RunConfig
 
@@ -54,10 +55,10 @@ def seed_run(
     )  # fmt: skip
     ckpt.write_json(work / "config.json", asdict(cfg))
     state = {"step": 0, "tokens": 0, "cursor": 0, "done": True, "loss": None}
-    ckpt.save_atomic(
-        {"layers": {i: layers[i].state_dict() for i in chosen}, "opt": None, "state": state},
-        work / "stage2.pt",
-    )
+    saved = {"layers": {i: layers[i].state_dict() for i in chosen}, "opt": None, "state": state}
+    if experts := experts_from_official(tensors):
+        saved["experts"] = experts
+    ckpt.save_atomic(saved, work / "stage2.pt")
     st = {
         "done": list(SEED_PHASES),
         "chosen": chosen,

@@ -28,6 +28,7 @@ import torch
 from ..errors import ConfigError
 from ..model import K3ForCausalLM
 from . import ckpt
+from .experts import load_routed, routed_params
 from .kda_train import TrainableKDA
 from .stage1 import lr_at
 
@@ -50,6 +51,8 @@ class Stage2Config:
     """Per-layer multiplier of `lr` (default 1): e.g. lower for layers adapted already. 0
     freezes a layer: it keeps its weights, and autograd then starts at the lowest layer that
     trains, so the backward skips every layer below it."""
+    expert_lr_scale: float = 1.0
+    """Multiplier of `lr` for the routed experts that train (`experts.py`)."""
 
 
 def kd_loss(
@@ -76,18 +79,28 @@ def train_stage2(
     log_path: Path | None = None,
     stop: ckpt.StopFlag | None = None,
     on_step: Callable[[dict], None] | None = None,
+    experts: dict[int, torch.nn.Module] | None = None,
 ) -> dict:
     """Train the KDA layers of `student` (which holds `students`) until `cfg.tokens`; resumable.
 
     Runs on the student's device (bf16 autocast there); `rows`/`mask` may stay on the CPU.
     `on_step(state)` is called after every step (e.g. to evaluate or snapshot).
+    `experts` (`{layer: block_sparse_moe}` inside `student`, from `experts.prepare`): routed
+    experts that train too, at `cfg.expert_lr_scale` × the LR, and are checkpointed with the
+    KDA layers.
     """
+    experts = experts or {}
     layers = sorted(students)
     student.requires_grad_(False)
     groups: dict[float, list[torch.nn.Parameter]] = {}
     for i in (i for i in layers if cfg.lr_scale.get(i, 1.0) > 0):
         students[i].requires_grad_(True).train()
         groups.setdefault(cfg.lr_scale.get(i, 1.0), []).extend(students[i].parameters())
+    if experts and cfg.expert_lr_scale > 0:
+        group = groups.setdefault(cfg.expert_lr_scale, [])
+        for moe in experts.values():
+            for p in routed_params(moe).values():
+                group.append(p.requires_grad_(True))
     if not groups:
         raise ConfigError(
             "stage 2 has no layer to train: every layer's LR scale is 0",
@@ -104,6 +117,9 @@ def train_stage2(
     if saved is not None:
         for i in layers:
             students[i].load_state_dict(saved["layers"][i])
+        for i, moe in experts.items():
+            if i in saved.get("experts", {}):
+                load_routed(moe, saved["experts"][i])
         if saved["opt"] is not None:  # None: weights only (e.g. brought back from a GPU run)
             _load_optimizer(opt, saved["opt"], list(groups))
         state = saved["state"]
@@ -115,7 +131,7 @@ def train_stage2(
     prog = ckpt.Progress("stage2", total_steps * step_tokens, state["tokens"], log_path)
 
     def save() -> None:
-        ckpt.save_training(ckpt_path, students, layers, opt, state)
+        ckpt.save_training(ckpt_path, students, layers, opt, state, experts)
 
     device = params[0].device
     last_save = time.time()

@@ -29,6 +29,7 @@ from ..events import SamplingParams
 from ..loading import load_model
 from . import ckpt
 from .data import ChatTokenizer, interleave
+from .experts import cast, load_routed, routed_state, trainable
 from .factual_rows import factual_replies, factual_rows
 from .gate import assistant_sequences, chat_sequences, heldout_assistant, kl_metrics
 from .generate import generate
@@ -61,6 +62,8 @@ def timed_stage2(
     pretrained_train: list[int] | None = None,
     factual: int = 0,
     factual_every: int = 2,
+    train_experts: list[int] | None = None,
+    expert_lr_scale: float = 1.0,
     log: Callable[[str], None] = print,
     stop: ckpt.StopFlag | None = None,
 ) -> dict:
@@ -78,6 +81,8 @@ def timed_stage2(
     `factual` > 0 adds rows of that many one-line questions with the teacher's greedy answers
     (`factual_rows`), one after every `factual_every` rows, and scores the quiz selection set
     too (reported; the snapshot is still chosen on chat and assistant text).
+    `train_experts` (layers): their routed experts train too, at `expert_lr_scale` × `lr`
+    (`experts.py`); experts the run's checkpoint trained already always go on training.
     Stopped early (`stop`, e.g. Ctrl-C), it still writes the best (or last) snapshot so far.
     The run's own checkpoints are never modified.
     """
@@ -93,6 +98,8 @@ def timed_stage2(
     tok = ChatTokenizer(teacher_dir)
     teacher = load_model(teacher_dir, dtype=torch.bfloat16).to(device).eval()
     students, student = load_hybrid(run, teacher_dir, st["chosen"], "stage2.pt")
+    start_ckpt = ckpt.load(run / "stage2.pt")
+    experts = trainable(student, start_ckpt or ckpt.load(run / "stage1b.pt"), train_experts or [])
     student.to(device)
     extra = []
     if fresh_replies:
@@ -120,7 +127,8 @@ def timed_stage2(
     def evaluate() -> dict:
         """KL/top-1 with the KDA layers in bf16 as they ship (as the gate runs them): on the
         gate's sets (reported) and on the selection sets (`val`, which choose the snapshot)."""
-        with swapped(student, students, teacher.model.embed_tokens.weight.dtype):
+        dtype = teacher.model.embed_tokens.weight.dtype
+        with swapped(student, students, dtype), cast(experts, dtype):
             res = {k: kl_metrics(teacher, student, v, ref[k]) for k, v in sets.items()}
             res["val"] = {
                 k: kl_metrics(teacher, student, v, ref["val_" + k]) for k, v in val.items()
@@ -128,19 +136,24 @@ def timed_stage2(
             return res
 
     def weights() -> dict:
-        return {i: {k: v.detach().to("cpu", copy=True) for k, v in students[i].state_dict().items()}
-                for i in students}  # fmt: skip
+        """KDA layers (and trained experts, under "experts") as CPU copies."""
+        out = {i: {k: v.detach().to("cpu", copy=True) for k, v in students[i].state_dict().items()}
+               for i in students}  # fmt: skip
+        return {"layers": out, "experts": {i: routed_state(m) for i, m in experts.items()}}
 
     start = evaluate()
     log(f"start: {json.dumps(start)}")
-    rate = _measure_rate((teacher, student, students, rows, mask), batch, lr_scale, run, weights())
+    rate = _measure_rate(
+        (teacher, student, students, rows, mask), batch, lr_scale, run, weights(), experts
+    )
     budget_s = t_end - time.time() - RESERVE_S * seconds
     step_tokens = batch * rows.shape[1]
     steps = max(1, int(rate * budget_s / step_tokens))
     log(f"rate {rate:.0f} tok/s -> {steps} steps of {step_tokens} tokens in {budget_s:.0f} s")
     eval_at = {round(steps * k / evals) for k in range(1, evals + 1)}
     report: dict = {"rate_tok_s": round(rate), "batch": batch, "lr": lr,
-                    "lr_scale": lr_scale,
+                    "lr_scale": lr_scale, "experts": sorted(experts),
+                    "expert_lr_scale": expert_lr_scale,
                     "top1_weight": top1_weight, "start": start, "evals": []}  # fmt: skip
     best: dict = {"score": _score(start), "weights": weights(), "step": 0}
 
@@ -164,14 +177,15 @@ def timed_stage2(
             top1_weight=top1_weight,
             ckpt_seconds=1e9,
             lr_scale=lr_scale,
+            expert_lr_scale=expert_lr_scale,
         ),
         run / "stage2-timed-train.pt",
         log_path=run / "train_log.jsonl",
         stop=stop,
         on_step=on_step,
+        experts=experts,
     )
     # what the start weights saw in stage 2: none for a run stopped after stage 1b
-    start_ckpt = ckpt.load(run / "stage2.pt")
     base = int(start_ckpt["state"]["tokens"]) if start_ckpt is not None else 0
     chosen = next((e for e in report["evals"] if e["step"] == best["step"]), start)
     report.update(
@@ -182,9 +196,8 @@ def timed_stage2(
         stopped=not state["done"],
         seconds=round(seconds - (t_end - time.time())),
     )
-    ckpt.save_atomic(
-        {
-            "layers": best["weights"],
+    snapshot = {
+            "layers": best["weights"]["layers"],
             "opt": None,
             "state": {
                 "step": 0,
@@ -194,9 +207,10 @@ def timed_stage2(
                 "loss": None,
                 "timed": report,
             },
-        },
-        run / "stage2-timed.pt",
-    )
+        }  # fmt: skip
+    if experts:
+        snapshot["experts"] = best["weights"]["experts"]
+    ckpt.save_atomic(snapshot, run / "stage2-timed.pt")
     ckpt.write_json(run / "timed.json", report)
     return report
 
@@ -245,7 +259,12 @@ def _score(res: dict) -> tuple[float, float]:
 
 
 def _measure_rate(
-    models: tuple, batch: int, lr_scale: dict[int, float], run: Path, saved: dict
+    models: tuple,
+    batch: int,
+    lr_scale: dict[int, float],
+    run: Path,
+    saved: dict,
+    experts: dict | None = None,
 ) -> float:
     """Tokens/s of real training steps (after two warm-up steps); weights are restored after.
 
@@ -265,9 +284,12 @@ def _measure_rate(
         ),
         run / "stage2-timed-measure.pt",
         on_step=lambda s: marks.append(time.time()) if s["step"] >= 2 else None,
+        experts=experts,
     )
     for i, mod in students.items():
-        mod.load_state_dict(saved[i])  # copies into the parameters
+        mod.load_state_dict(saved["layers"][i])  # copies into the parameters
+    for i, moe in (experts or {}).items():
+        load_routed(moe, saved["experts"][i])
     return (len(marks) - 1) * batch * rows.shape[1] / max(marks[-1] - marks[0], 1e-6)
 
 

@@ -58,8 +58,9 @@ def tiny_teacher(seed: int = 0) -> K3ForCausalLM:
     return model.eval().requires_grad_(False)
 
 
-def write_teacher_checkpoint(model: K3ForCausalLM, d: Path) -> Path:
-    """Official layout: `language_model.`-prefixed names, two shards, index, config, tokenizer."""
+def write_teacher_checkpoint(model: K3ForCausalLM, d: Path, config: dict | None = None) -> Path:
+    """Official layout: `language_model.`-prefixed names, two shards, index, config (default
+    `tiny_config()`), tokenizer."""
     from safetensors.torch import save_file
 
     d.mkdir(parents=True, exist_ok=True)
@@ -78,7 +79,7 @@ def write_teacher_checkpoint(model: K3ForCausalLM, d: Path) -> Path:
     (d / "model.safetensors.index.json").write_text(
         json.dumps({"metadata": {}, "weight_map": weight_map})
     )
-    (d / "config.json").write_text(json.dumps(tiny_config()))
+    (d / "config.json").write_text(json.dumps(config or tiny_config()))
     write_chatml_tokenizer(d)
     return d
 
