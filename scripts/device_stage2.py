@@ -81,8 +81,11 @@ def pack(run: Path, dest: Path, source: Path, part_mb: int) -> list[Path]:
         if f.is_file() and "__pycache__" not in f.parts:
             files.append((f"gguf/{f.relative_to(pkg)}", f.read_bytes()))
     buf = io.BytesIO()
-    torch.save({"layers": _bf16(saved["layers"]), "opt": None,
-                "state": {**saved["state"], "done": True}}, buf)  # fmt: skip
+    start = {"layers": _bf16(saved["layers"]), "opt": None,
+             "state": {**saved["state"], "done": True}}  # fmt: skip
+    if saved.get("experts"):
+        start["experts"] = _bf16(saved["experts"])
+    torch.save(start, buf)
     files.append(("run/stage2.pt", buf.getvalue()))
     wheel = source.read_bytes()
     step = part_mb * 1_000_000
@@ -122,7 +125,10 @@ def stage2_start(run: Path) -> dict:
         raise SystemExit(f"{run}: no stage2.pt or stage1b.pt to carry: run it through stage 1b")
     saved = torch.load(path, map_location="cpu", weights_only=False)
     state = {"step": 0, "tokens": 0, "cursor": 0, "done": True, "loss": None}
-    return {"layers": saved["layers"], "opt": None, "state": state}
+    start = {"layers": saved["layers"], "opt": None, "state": state}
+    if saved.get("experts"):  # routed experts the kept layers of --init-from trained
+        start["experts"] = saved["experts"]
+    return start
 
 
 def _write_commands(dest: Path, dirs: list[Path]) -> None:
@@ -157,12 +163,14 @@ def _write_commands(dest: Path, dirs: list[Path]) -> None:
 
 
 def out(run: Path, dest: Path) -> None:
-    """bf16 layer files under 16 MiB, the report and the reply files, into `dest`."""
+    """bf16 layer files under 16 MiB (KDA layers, then any trained routed experts: 3 MB a
+    layer), the report and the reply files, into `dest`."""
     saved = torch.load(run / "stage2-timed.pt", map_location="cpu", weights_only=False)
-    ids = sorted(saved["layers"])
-    for j in range(0, len(ids), LAYERS_PER_FILE):
-        part = {i: saved["layers"][i] for i in ids[j : j + LAYERS_PER_FILE]}
-        torch.save(_bf16(part), dest / f"layers{j // LAYERS_PER_FILE}.pt")
+    for kind in ("layers", "experts"):
+        ids = sorted(saved.get(kind) or {})
+        for j in range(0, len(ids), LAYERS_PER_FILE):
+            part = {i: saved[kind][i] for i in ids[j : j + LAYERS_PER_FILE]}
+            torch.save(_bf16(part), dest / f"{kind}{j // LAYERS_PER_FILE}.pt")
     torch.save(saved["state"], dest / "state.pt")
     for f in [run / "timed.json", *_replies(run / "data")]:
         shutil.copy(f, dest / f.name)
@@ -181,12 +189,16 @@ def take(files: Path, run: Path, new: Path) -> None:
     for name in ("config.json", "state.json"):
         shutil.copy(run / name, new / name)
     shutil.copytree(run / "data", new / "data")
-    layers: dict = {}
-    for f in sorted(files.glob("layers*.pt")):
-        for i, sd in torch.load(f, weights_only=False).items():
-            layers[i] = {k: v.float() if v.is_floating_point() else v for k, v in sd.items()}
+    got: dict = {"layers": {}, "experts": {}}
+    for kind, found in got.items():
+        for f in sorted(files.glob(f"{kind}*.pt")):
+            for i, sd in torch.load(f, weights_only=False).items():
+                found[i] = {k: v.float() if v.is_floating_point() else v for k, v in sd.items()}
     state = torch.load(files / "state.pt", weights_only=False)
-    ckpt.save_atomic({"layers": layers, "opt": None, "state": state}, new / "stage2.pt")
+    saved = {"layers": got["layers"], "opt": None, "state": state}
+    if got["experts"]:
+        saved["experts"] = got["experts"]
+    ckpt.save_atomic(saved, new / "stage2.pt")
     for f in _replies(files):
         shutil.copy(f, new / "data" / f.name)
     shutil.copy(files / "timed.json", new / "timed.json")

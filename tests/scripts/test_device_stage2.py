@@ -32,15 +32,17 @@ def test_out_then_take_rebuilds_the_run_with_the_returned_layers(tmp_path: Path)
     g = torch.Generator().manual_seed(0)
     layers = {i: {"w": torch.randn(3, 4, generator=g), "n": torch.tensor([i])} for i in range(6)}
     state = {"tokens": 905, "done": True}
-    ckpt.save_atomic({"layers": layers, "opt": None, "state": state}, dev_run / "stage2-timed.pt")
+    experts = {i: {"experts.0.w1.weight": torch.randn(5, 2, generator=g)} for i in (7, 29)}
+    ckpt.save_atomic({"layers": layers, "opt": None, "state": state, "experts": experts},
+                     dev_run / "stage2-timed.pt")  # fmt: skip
     (dev_run / "timed.json").write_text("{}")
     (dev_run / "data" / "fresh_replies-3.json").write_text('[["q", "r"]]')
     (dev_run / "data" / "val_assistant.json").write_text('[["v", "r"]]')
 
     ds.out(dev_run, files)
     assert sorted(p.name for p in files.iterdir()) == [
-        "fresh_replies-3.json", "layers0.pt", "layers1.pt", "state.pt", "timed.json",
-        "val_assistant.json",
+        "experts0.pt", "fresh_replies-3.json", "layers0.pt", "layers1.pt", "state.pt",
+        "timed.json", "val_assistant.json",
     ]  # fmt: skip
     ds.take(files, run, new)
     got = ckpt.load(new / "stage2.pt")
@@ -48,6 +50,10 @@ def test_out_then_take_rebuilds_the_run_with_the_returned_layers(tmp_path: Path)
     for i, sd in layers.items():
         assert torch.equal(got["layers"][i]["w"], sd["w"].bfloat16().float())
         assert torch.equal(got["layers"][i]["n"], sd["n"])
+    for i, sd in experts.items():  # trained routed experts come back too
+        assert torch.equal(
+            got["experts"][i]["experts.0.w1.weight"], sd["experts.0.w1.weight"].bfloat16().float()
+        )
     assert json.loads((new / "state.json").read_text())["stage2_tokens"] == 905
     assert (new / "data" / "rows.pt").read_bytes() == b"rows"
     assert (new / "data" / "fresh_replies-3.json").exists()
