@@ -20,7 +20,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from ..errors import ConfigError
+from ..errors import CheckpointError, ConfigError
 from ..loading import keep_high_precision
 from .hybrid import OFFICIAL_PREFIX
 
@@ -72,14 +72,14 @@ def load_routed(moe: nn.Module, state: dict[str, torch.Tensor]) -> None:
     """Copy a stored routed state into `moe` (keeping each parameter's dtype and device)."""
     params = routed_params(moe)
     if sorted(params) != sorted(state):
-        raise ConfigError(
+        raise CheckpointError(
             "stored experts do not match this model's routed experts "
             f"({sorted(set(params) ^ set(state))[:3]}…)"
         )
     with torch.no_grad():
         for n, p in params.items():
             if p.shape != state[n].shape:
-                raise ConfigError(f"stored expert {n} has shape {tuple(state[n].shape)}, "
+                raise CheckpointError(f"stored expert {n} has shape {tuple(state[n].shape)}, "
                                   f"the model {tuple(p.shape)}")  # fmt: skip
             p.copy_(state[n])
 

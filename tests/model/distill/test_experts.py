@@ -4,13 +4,12 @@ weights go: the timed snapshot, rewind, the exported delta, the shipped model, s
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
 from distill_helpers import VOCAB, tiny_config, write_teacher_checkpoint
-from test_timed import _held_out, _rows
+from test_timed import _held_out, _rows, _run
 
 from k3chat_model.config import K3Config
 from k3chat_model.delta import apply_delta, read_delta
@@ -18,7 +17,6 @@ from k3chat_model.distill import ckpt, timed
 from k3chat_model.distill.cli import main
 from k3chat_model.distill.experts import moe_of, prepare, routed_params
 from k3chat_model.distill.gate import export_delta
-from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config
 from k3chat_model.distill.pipeline import load_hybrid
 from k3chat_model.distill.restore import restore_layers
 from k3chat_model.distill.seed import seed_run
@@ -62,23 +60,7 @@ def moe_teacher_dir(tmp_path: Path) -> Path:
 
 
 def _moe_run(tmp: Path, teacher_dir: Path, layers: tuple[int, ...] = (1, 2)) -> Path:
-    run = tmp / "run"
-    (run / "data").mkdir(parents=True)
-    cfg = {"teacher": str(teacher_dir), "data_dir": "-", "n_layers": len(layers)}
-    (run / "config.json").write_text(json.dumps(cfg))
-    st = {"done": ["data", "stage1", "rank", "stage1b", "stage2"], "chosen": list(layers),
-          "stage2_tokens": 640}  # fmt: skip
-    (run / "state.json").write_text(json.dumps(st))
-    teacher = load_model(teacher_dir)
-    kcfg = kda_config(teacher.config, [0, 1, 2, 3])
-    kda = {i: init_kda_from_gqa(teacher.model.layers[i].self_attn, kcfg, i).state_dict()
-           for i in layers}  # fmt: skip
-    ckpt.save_atomic(
-        {"layers": kda, "opt": None, "state": {"tokens": 640, "done": True}}, run / "stage2.pt"
-    )
-    torch.save({"chat": _rows(6, 1), "assist": _rows(3, 2), "rank": _rows(2, 3)},
-               run / "data" / "rows.pt")  # fmt: skip
-    return run
+    return _run(tmp, teacher_dir, layers)
 
 
 def _logits(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
