@@ -108,15 +108,19 @@ def cast(experts: dict[int, nn.Module], dtype: torch.dtype) -> Iterator[None]:
     """The routed parameters of `experts` in `dtype` (as they ship: the router stays fp32) for
     the duration, e.g. to evaluate a bf16 student outside autocast; their fp32 values are put
     back on exit."""
-    keep = {(i, n): p.data for i, moe in experts.items() for n, p in routed_params(moe).items()}
+    keep = [
+        (p, p.data)
+        for moe in experts.values()
+        for n, p in routed_params(moe).items()
+        if not keep_high_precision(f"block_sparse_moe.{n}")  # the router stays fp32
+    ]
     try:
-        for (i, n), data in keep.items():
-            if not keep_high_precision(f"block_sparse_moe.{n}"):  # the router stays fp32
-                dict(routed_params(experts[i]))[n].data = data.to(dtype)
+        for p, data in keep:
+            p.data = data.to(dtype)
         yield
     finally:
-        for (i, n), data in keep.items():
-            dict(routed_params(experts[i]))[n].data = data
+        for p, data in keep:
+            p.data = data
 
 
 def official_expert_tensors(states: dict[int, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
