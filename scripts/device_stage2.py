@@ -4,7 +4,7 @@ Session 7 of issue 7 did this by hand on the workplace's lent H200. That machine
 bare, takes at most 64 MiB per call and stays warm only 30 s between calls. These three
 steps replace the hand work:
 
-  pack  RUN DEST [--source WHEEL] [--part-mb 60]
+  pack  RUN DEST [--source WHEEL] [--part-mb 60] [--timed-args ARGS]
         Local, from the repo root; DEST is a git-ignored folder in the repo (e.g. `.gpu/next`,
         with `/.gpu/` in .git/info/exclude). Writes DEST/a, DEST/b, … in calls' order, each
         under --part-mb (the shipped delta must be out of the tree for the calls: see
@@ -13,7 +13,9 @@ steps replace the hand work:
         source wheel (split), the chitchat wheel, the `gguf` package, the run's rows (xz),
         teacher replies, config and state, and its stage-2 layers in bf16 (for a run stopped
         after stage 1b, e.g. a grown seed, its stage-1b layers). On the device the
-        teacher is rebuilt with `K3CHAT_SMOL_DELTA=none`, exactly as locally.
+        teacher is rebuilt with `K3CHAT_SMOL_DELTA=none`, exactly as locally. --timed-args
+        adds arguments to the device's `distill timed`, e.g. "--train-experts 7,12,18,29
+        --expert-lr-scale 3" (they are checked here, so a typo fails before the machine starts).
   out   RUN OUT
         On the device, after `distill timed`. Splits RUN/stage2-timed.pt into bf16 files of
         4 layers (under 16 MiB each) plus the report and any fresh replies, into OUT.
@@ -30,6 +32,7 @@ import io
 import json
 import lzma
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -49,7 +52,7 @@ def _bf16(layers: dict) -> dict:
             for i, sd in layers.items()}  # fmt: skip
 
 
-def pack(run: Path, dest: Path, source: Path, part_mb: int) -> list[Path]:
+def pack(run: Path, dest: Path, source: Path, part_mb: int, timed_args: str = "") -> list[Path]:
     """Write the parts (folders) in calls' order and the commands; returns the part folders."""
     import gguf  # the device image lacks it; it is pure Python
 
@@ -110,7 +113,7 @@ def pack(run: Path, dest: Path, source: Path, part_mb: int) -> list[Path]:
             (d / name).parent.mkdir(parents=True, exist_ok=True)
             (d / name).write_bytes(data)
         dirs.append(d)
-    _write_commands(dest, dirs)
+    _write_commands(dest, dirs, timed_args)
     return dirs
 
 
@@ -131,7 +134,8 @@ def stage2_start(run: Path) -> dict:
     return start
 
 
-def _write_commands(dest: Path, dirs: list[Path]) -> None:
+def _write_commands(dest: Path, dirs: list[Path], timed_args: str = "") -> None:
+    extra = f" {shlex.join(shlex.split(timed_args))}" if timed_args.strip() else ""
     rel = [os.path.relpath(d) for d in dirs]  # carry paths: run `pack` from the repo root
     copy = [f"mkdir -p {DEVICE_STAGE} && cp -r {r}/. {DEVICE_STAGE}/" for r in rel]
     build = (
@@ -144,7 +148,7 @@ def _write_commands(dest: Path, dirs: list[Path]) -> None:
     timed = (
         f"PYTHONUNBUFFERED=1 timeout $((S+30)) python3 -m k3chat_model.distill.cli timed "
         f"{DEVICE_STAGE}/run --device cuda --seconds $S --batch 48 --lr 3e-4 --top1-weight 0.5 "
-        f"--evals 6 --fresh-replies 0 > $OUT/timed.log 2>&1; echo rc=$?; "
+        f"--evals 6 --fresh-replies 0{extra} > $OUT/timed.log 2>&1; echo rc=$?; "
         f"grep -v 'stage2:' $OUT/timed.log | head -c 3000; "
         f"python3 scripts/device_stage2.py out {DEVICE_STAGE}/run $OUT"
     )
@@ -208,6 +212,17 @@ def take(files: Path, run: Path, new: Path) -> None:
     ckpt.write_json(new / "state.json", st)
 
 
+def _check_timed_args(timed_args: str) -> None:
+    """Parse the extra arguments as `distill timed` would, so a typo fails here, not on the
+    device after minutes of copying."""
+    from k3chat_model.distill.cli import _parser
+
+    try:
+        _parser().parse_args(["timed", "RUN", "--seconds", "1", *shlex.split(timed_args)])
+    except SystemExit as e:
+        raise SystemExit(f"--timed-args: `distill timed` does not take {timed_args!r}") from e
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -216,6 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     pk.add_argument("dest", type=Path)
     pk.add_argument("--source", type=Path, default=Path("/tmp/k3distill-data") / WHEEL)
     pk.add_argument("--part-mb", type=int, default=60)
+    pk.add_argument(
+        "--timed-args",
+        default="",
+        help="more arguments for the device's `distill timed` (e.g. '--train-experts 7,12,18,29')",
+    )
     o = sub.add_parser("out")
     o.add_argument("run", type=Path)
     o.add_argument("dest", type=Path)
@@ -225,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("new", type=Path)
     a = p.parse_args(argv)
     if a.cmd == "pack":
-        for d in pack(a.run, a.dest, a.source, a.part_mb):
+        _check_timed_args(a.timed_args)
+        for d in pack(a.run, a.dest, a.source, a.part_mb, a.timed_args):
             print(d, sum(f.stat().st_size for f in d.rglob("*") if f.is_file()))
         print((a.dest / "commands.txt").read_text())
     elif a.cmd == "out":

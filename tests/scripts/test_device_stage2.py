@@ -7,6 +7,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from k3chat_model.distill import ckpt
@@ -78,3 +79,15 @@ def test_a_run_stopped_after_stage1b_is_carried_from_its_stage1b_layers(tmp_path
     later = {"layers": {3: {"w": torch.zeros(2)}}, "opt": None, "state": {"tokens": 7}}
     ckpt.save_atomic(later, tmp_path / "stage2.pt")
     assert ds.stage2_start(tmp_path)["state"]["tokens"] == 7  # stage 2 under way: its own
+
+
+def test_pack_passes_extra_timed_arguments_and_rejects_unknown_ones(tmp_path: Path) -> None:
+    ds = _script()
+    part = tmp_path / "a"
+    part.mkdir()
+    ds._write_commands(tmp_path, [part], "--train-experts 7,12 --expert-lr-scale 3")
+    timed = (tmp_path / "commands.txt").read_text()
+    assert "--fresh-replies 0 --train-experts 7,12 --expert-lr-scale 3 > $OUT/timed.log" in timed
+    ds._check_timed_args("--train-experts 7,12 --expert-lr-scale 3")
+    with pytest.raises(SystemExit, match="does not take"):
+        ds._check_timed_args("--expert-scale 3")
