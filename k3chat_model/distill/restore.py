@@ -5,6 +5,8 @@ Why: when a milestone stalls just short of the gate, the layers that cost most a
 training (`distill attribute --selection`) can be given back. The result has fewer KDA layers
 than the run but may have more than the shipped delta, and then it may ship. The other layers
 keep their jointly trained weights; nothing is retrained, and the source run is not touched.
+A run stopped after stage 1b gives a run stopped after stage 1b: one grown by two layers at
+once can then be priced (`attribute`) and gated as every 12-layer hybrid it contains.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ def restore_layers(run: Path, new: Path, layers: list[int]) -> dict:
     """Write `new` with `layers` (0-based) no longer KDA; returns its state."""
     cfg, st = load_run(run)
     chosen = st.get("chosen")
-    saved = ckpt.load(run / "stage2.pt")
+    # a run stopped after stage 1b (`run --until stage1b`) is gated from there, so restore it too
+    src = "stage2.pt" if (run / "stage2.pt").exists() else "stage1b.pt"
+    saved = ckpt.load(run / src)
     if not chosen or saved is None:
-        raise CheckpointError(f"{run}: no stage-2 KDA layers to restore from",
-                              hint="`distill run` it through stage 2 first")  # fmt: skip
+        raise CheckpointError(f"{run}: no stage-2 or stage-1b KDA layers to restore from",
+                              hint="`distill run` it until stage 1b has finished")  # fmt: skip
     unknown = sorted(set(layers) - set(chosen))
     if unknown:
         raise ConfigError(f"{run}: layers {unknown} are not KDA there",
@@ -48,7 +52,7 @@ def restore_layers(run: Path, new: Path, layers: list[int]) -> dict:
     out = {"layers": {i: saved["layers"][i] for i in keep}, "opt": None, "state": saved["state"]}
     if saved.get("experts"):  # routed experts stay: their MLPs are not the restored attention
         out["experts"] = saved["experts"]
-    ckpt.save_atomic(out, work / "stage2.pt")
+    ckpt.save_atomic(out, work / src)  # the same phase: a stage-1b run goes on to stage 2
     ckpt.write_json(work / "state.json", state)
     work.rename(new)
     return state

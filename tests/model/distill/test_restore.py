@@ -76,3 +76,22 @@ def test_malformed_layer_lists_are_one_line_errors_and_make_no_run(tmp_path: Pat
         err = capsys.readouterr().err
         assert "expected comma-separated layer numbers" in err and err.count("\n") == 1
         assert not (tmp_path / "new").exists()
+
+
+def test_a_run_stopped_after_stage1b_restores_to_one_stopped_there(
+    teacher_dir: Path, tmp_path: Path, capsys
+) -> None:
+    run, sds = _run(tmp_path, teacher_dir)
+    (run / "stage2.pt").rename(run / "stage1b.pt")  # `run --until stage1b`
+    st = json.loads((run / "state.json").read_text())
+    st["done"].remove("stage2")
+    (run / "state.json").write_text(json.dumps(st))
+    new = tmp_path / "new"
+    assert main(["restore", str(run), str(new), "--layers", "2"]) == 0
+    capsys.readouterr()
+    assert not (new / "stage2.pt").exists()  # stage 2 stays to do
+    students, _ = load_hybrid(new, teacher_dir, [1], "stage1b.pt")
+    for k, v in sds[1].items():
+        assert torch.equal(students[1].state_dict()[k], v)
+    _, manifest = export_delta(new)
+    assert manifest["kda_layers"] == [2] and manifest["tokens"]["stage2_tokens"] == 0
