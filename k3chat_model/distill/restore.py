@@ -49,6 +49,8 @@ def restore_layers(run: Path, new: Path, layers: list[int]) -> dict:
     )
     ckpt.write_json(work / "config.json", asdict(kept_cfg))
     state = {**st, "chosen": keep, "restored": {"from": str(run), "layers": sorted(layers)}}
+    if "pretrained" in st:  # a restored layer no longer takes stage 2's pretrained LR scale
+        state["pretrained"] = [i for i in st["pretrained"] if i in keep]
     out = {"layers": {i: saved["layers"][i] for i in keep}, "opt": None, "state": saved["state"]}
     if saved.get("experts"):  # routed experts stay: their MLPs are not the restored attention
         out["experts"] = saved["experts"]

@@ -85,11 +85,13 @@ def test_a_run_stopped_after_stage1b_restores_to_one_stopped_there(
     (run / "stage2.pt").rename(run / "stage1b.pt")  # `run --until stage1b`
     st = json.loads((run / "state.json").read_text())
     st["done"].remove("stage2")
+    st["pretrained"] = [1, 2]
     (run / "state.json").write_text(json.dumps(st))
     new = tmp_path / "new"
     assert main(["restore", str(run), str(new), "--layers", "2"]) == 0
     capsys.readouterr()
     assert not (new / "stage2.pt").exists()  # stage 2 stays to do
+    assert json.loads((new / "state.json").read_text())["pretrained"] == [1]
     students, _ = load_hybrid(new, teacher_dir, [1], "stage1b.pt")
     for k, v in sds[1].items():
         assert torch.equal(students[1].state_dict()[k], v)
