@@ -219,7 +219,7 @@ def _check_timed_args(timed_args: str) -> None:
 
     try:
         _parser().parse_args(["timed", "RUN", "--seconds", "1", *shlex.split(timed_args)])
-    except SystemExit as e:
+    except (SystemExit, ValueError) as e:  # ValueError: shlex's unbalanced quote
         raise SystemExit(f"--timed-args: `distill timed` does not take {timed_args!r}") from e
 
 

@@ -45,6 +45,12 @@ def load(path: Path) -> Any | None:
     return torch.load(path, map_location="cpu", weights_only=False) if path.exists() else None
 
 
+def latest_layers_file(run: Path) -> str:
+    """A run's latest finished KDA layers: stage 2's checkpoint, else stage 1b's (a run stopped
+    with `run --until stage1b` is gated, exported and restored from there)."""
+    return "stage2.pt" if (run / "stage2.pt").exists() else "stage1b.pt"
+
+
 def read_json(path: Path) -> Any | None:
     """The JSON in `path`, or None if it does not exist; an unreadable file is a one-line
     CheckpointError naming it (it was written atomically, so only an outside edit tears it)."""

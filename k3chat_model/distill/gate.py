@@ -211,7 +211,7 @@ def export_delta(run: Path, out_dir: Path | None = None) -> tuple[Path, dict]:
 
     state = run / "state.json"
     st = json.loads(state.read_text()) if state.exists() else {}
-    src = "stage2.pt" if (run / "stage2.pt").exists() else "stage1b.pt"
+    src = ckpt.latest_layers_file(run)
     saved = ckpt.load(run / src)
     if "chosen" not in st or saved is None:
         raise CheckpointError(

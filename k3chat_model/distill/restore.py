@@ -25,8 +25,7 @@ def restore_layers(run: Path, new: Path, layers: list[int]) -> dict:
     """Write `new` with `layers` (0-based) no longer KDA; returns its state."""
     cfg, st = load_run(run)
     chosen = st.get("chosen")
-    # a run stopped after stage 1b (`run --until stage1b`) is gated from there, so restore it too
-    src = "stage2.pt" if (run / "stage2.pt").exists() else "stage1b.pt"
+    src = ckpt.latest_layers_file(run)
     saved = ckpt.load(run / src)
     if not chosen or saved is None:
         raise CheckpointError(f"{run}: no stage-2 or stage-1b KDA layers to restore from",

@@ -91,3 +91,5 @@ def test_pack_passes_extra_timed_arguments_and_rejects_unknown_ones(tmp_path: Pa
     ds._check_timed_args("--train-experts 7,12 --expert-lr-scale 3")
     with pytest.raises(SystemExit, match="does not take"):
         ds._check_timed_args("--expert-scale 3")
+    with pytest.raises(SystemExit, match="does not take"):  # unbalanced quote: no traceback
+        ds._check_timed_args("--train-experts '7")
