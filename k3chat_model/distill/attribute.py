@@ -36,7 +36,7 @@ from .quiz import HELDOUT_FACTUAL
 if TYPE_CHECKING:
     from .data import ChatTokenizer
 
-SET_NAMES = ("chat", "assistant", "quiz")
+SET_NAMES = ("chat", "assistant", "topics", "quiz")
 N_FACTUAL = len(HELDOUT_FACTUAL)
 SET_GROUPS = {"both": ("chat", "assistant"), "all": SET_NAMES}
 
@@ -184,12 +184,13 @@ def attribute_run(
 
     `selection` measures on `validation.py`'s sets instead of the gate's: what to restore can
     then be chosen without looking at the gate, which stays an unbiased judge of the result.
-    The `quiz` set (`validation.quiz_set`) is held out from both either way."""
+    The `topics` and `quiz` sets (`validation.topic_set`, `quiz_set`) are held out from both
+    either way."""
     from ..loading import load_model
     from .data import ChatTokenizer
     from .gate import assistant_sequences, chat_sequences, delta_student, heldout_assistant
     from .pipeline import load_run
-    from .validation import quiz_set, validation_sets
+    from .validation import quiz_set, topic_set, validation_sets
 
     cfg, st = load_run(run)
     torch.set_num_threads(threads or cfg.threads)
@@ -210,7 +211,9 @@ def attribute_run(
         if selection:
             val = validation_sets(run, cfg, teacher, tok)
             sets = {k: (lambda k=k: val[k]) for k in sets}
-        sets["quiz"] = lambda: quiz_set(run, teacher, tok)  # held out from both, always
+        # held out from both, always: the gate's assistant form on other topics, and quiz
+        sets["topics"] = lambda: topic_set(run, teacher, tok)
+        sets["quiz"] = lambda: quiz_set(run, teacher, tok)
         for name in SET_GROUPS.get(which, (which,)):
             probe = _quiz_probe(tok) if name == "quiz" else None
             if cands is not None:

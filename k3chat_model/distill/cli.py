@@ -139,10 +139,12 @@ def _parser() -> argparse.ArgumentParser:
     at.add_argument("run_dir", type=Path)
     at.add_argument(
         "--set",
-        choices=["chat", "assistant", "quiz", "both", "all"],
+        choices=["chat", "assistant", "topics", "quiz", "both", "all"],
         default="assistant",
-        help="quiz: the teacher's greedy answers to held-out one-line questions (the form of "
-        "the gate's factual check); both: chat and assistant; all: the three",
+        help="topics: teacher replies in the gate's assistant form on topics held out from "
+        "both gate and training; quiz: the teacher's greedy answers to held-out one-line "
+        "questions (the form of the gate's factual check); both: chat and assistant; all: "
+        "the four",
     )
     at.add_argument(
         "--selection",

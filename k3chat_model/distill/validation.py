@@ -10,6 +10,11 @@ and the gate's are only reported.
 - assistant: teacher replies to `VALIDATION_N` prompts of the run's pools that it has not
   trained on, saved once in `RUN/data/val_assistant.json`. Their prompts are then reserved:
   a later, larger `--gen-prompts` never picks them for training;
+- topics: teacher replies in the gate's assistant form (its four templates, default sampling,
+  160 new tokens) on `SELECTION_TOPICS`, which neither the gate nor any training pool names,
+  saved once in `RUN/data/val_topics.json`. Why: a growing run's pool prompts are short
+  factual questions first, so its `assistant` set held 48 one-line answers while the gate's
+  holds paragraphs on topics; the two ranked 12-layer hybrids a point apart (session 23);
 - quiz: the teacher's greedy answers to `quiz.HELDOUT_QUIZ`, one-line questions in the form the
   gate's factual check asks (which no pool holds), saved once in `RUN/data/val_quiz.json`.
 """
@@ -25,6 +30,7 @@ from ..model import K3ForCausalLM
 from . import ckpt
 from .data import ChatTokenizer, chitchat_conversations
 from .gate import Seq, assistant_sequences, scored_conversations
+from .gate_data import HELDOUT_TEMPLATES
 from .generate import generate
 from .pipeline import VALIDATION_FILE, RunConfig, reply_prompts
 from .quiz import HELDOUT_QUIZ
@@ -33,6 +39,22 @@ VALIDATION_N = 48
 VALIDATION_SEED = 13
 QUIZ_FILE = "val_quiz.json"
 QUIZ_MAX_NEW = 32
+TOPICS_FILE = "val_topics.json"
+TOPICS_SEED = 17
+TOPICS_MAX_NEW = 160  # as the gate's held-out assistant replies
+
+# Selection-only topics (48 x the gate's 4 templates = 192 replies, 6x the gate's 32): no
+# training topic list, training question, gate topic or gate factual question names one (a
+# test checks it), so the set is held out from both, as the gate's own topics are.
+SELECTION_TOPICS = [
+    "sloths", "beavers", "hippos", "walruses", "puffins", "pelicans", "toucans", "lobsters",
+    "tortoises", "fireflies", "seaweed", "orchids", "Greenland", "Siberia", "the Danube",
+    "Mount Fuji", "Stonehenge", "the Parthenon", "Venice", "blacksmiths", "typewriters",
+    "sundials", "binoculars", "abacuses", "fountain pens", "zippers", "velcro", "trams",
+    "ferries", "ambulances", "weaving", "quilting", "juggling", "magic tricks", "skateboarding",
+    "kayaking", "scuba diving", "fencing", "judo", "dominoes", "avocados", "almonds", "waffles",
+    "porridge", "smoothies", "pickles", "igloos", "Halloween",
+]  # fmt: skip
 
 
 def validation_pairs(
@@ -60,12 +82,35 @@ def validation_pairs(
 def validation_sets(
     run: Path, cfg: RunConfig, teacher: K3ForCausalLM, tok: ChatTokenizer
 ) -> dict[str, list[Seq]]:
-    """{"chat": …, "assistant": …} scored like the gate's sets, on the selection text."""
+    """{"chat": …, "assistant": …, "topics": …} scored like the gate's sets, on the selection
+    text."""
     convs = chitchat_conversations(Path(cfg.data_dir))[-150:]
     return {
         "chat": scored_conversations(tok, convs),
         "assistant": assistant_sequences(tok, validation_pairs(run, cfg, teacher, tok)),
+        "topics": topic_set(run, teacher, tok),
     }
+
+
+def topic_pairs(run: Path, teacher: K3ForCausalLM, tok: ChatTokenizer) -> list[list[str]]:
+    """[[prompt, teacher reply]] on `SELECTION_TOPICS` in the gate's form: read, or made once.
+
+    Replies do not depend on batching (one seeded generator per prompt), so every run with the
+    same teacher makes the same set, and hybrids of different runs compare on the same text."""
+    path = run / "data" / TOPICS_FILE
+    if (saved := ckpt.read_json(path)) is not None:
+        return saved
+    prompts = [t.format(t=topic) for topic in SELECTION_TOPICS for t in HELDOUT_TEMPLATES]
+    outs = generate(teacher, [tok.prompt(p) for p in prompts], TOPICS_MAX_NEW, SamplingParams(),
+                    tok.eos, seed=TOPICS_SEED, batch=48)  # fmt: skip
+    pairs = [[p, tok.decode(o)] for p, o in zip(prompts, outs, strict=True)]
+    ckpt.write_json(path, pairs)
+    return pairs
+
+
+def topic_set(run: Path, teacher: K3ForCausalLM, tok: ChatTokenizer) -> list[Seq]:
+    """The topics selection set, scored on the reply tokens like the gate's assistant set."""
+    return assistant_sequences(tok, topic_pairs(run, teacher, tok))
 
 
 def quiz_pairs(run: Path, teacher: K3ForCausalLM, tok: ChatTokenizer) -> list[list[str]]:
