@@ -121,7 +121,7 @@ def timed_stage2(
     if factual:
         val["quiz"] = quiz_set(run, teacher, tok)
     # The teacher's logits are kept for the smaller sets only: the topics set's (192 replies,
-    # ~40k positions x 49k vocabulary) would take gigabytes, so each evaluation recomputes them.
+    # ~31k positions x 49k vocabulary) would take gigabytes, so each evaluation recomputes them.
     with torch.no_grad():
         ref = {k: [teacher(torch.tensor([ids], device=device)).logits for ids, _ in v]
                for k, v in [*sets.items(), *(("val_" + k, v) for k, v in val.items())]
