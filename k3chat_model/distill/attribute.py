@@ -208,9 +208,8 @@ def attribute_run(
             "chat": lambda: chat_sequences(tok, Path(cfg.data_dir)),
             "assistant": lambda: assistant_sequences(tok, heldout_assistant(teacher, tok)),
         }
-        if selection:
-            val = validation_sets(run, cfg, teacher, tok)
-            sets = {k: (lambda k=k: val[k]) for k in sets}
+        if selection:  # each set built when scored: only the asked ones are ever made
+            sets = {k: (lambda k=k: validation_sets(run, cfg, teacher, tok, (k,))[k]) for k in sets}
         # held out from both, always: the gate's assistant form on other topics, and quiz
         sets["topics"] = lambda: topic_set(run, teacher, tok)
         sets["quiz"] = lambda: quiz_set(run, teacher, tok)

@@ -80,16 +80,23 @@ def validation_pairs(
 
 
 def validation_sets(
-    run: Path, cfg: RunConfig, teacher: K3ForCausalLM, tok: ChatTokenizer
+    run: Path,
+    cfg: RunConfig,
+    teacher: K3ForCausalLM,
+    tok: ChatTokenizer,
+    names: tuple[str, ...] = ("chat", "assistant", "topics"),
 ) -> dict[str, list[Seq]]:
     """{"chat": …, "assistant": …, "topics": …} scored like the gate's sets, on the selection
-    text."""
-    convs = chitchat_conversations(Path(cfg.data_dir))[-150:]
-    return {
-        "chat": scored_conversations(tok, convs),
-        "assistant": assistant_sequences(tok, validation_pairs(run, cfg, teacher, tok)),
-        "topics": topic_set(run, teacher, tok),
+    text. `names` builds only those: a set made for the first time costs teacher generation
+    (topics: minutes on a CPU), so a caller that scores one set does not pay for the others."""
+    build = {
+        "chat": lambda: scored_conversations(
+            tok, chitchat_conversations(Path(cfg.data_dir))[-150:]
+        ),
+        "assistant": lambda: assistant_sequences(tok, validation_pairs(run, cfg, teacher, tok)),
+        "topics": lambda: topic_set(run, teacher, tok),
     }
+    return {k: build[k]() for k in names}
 
 
 def topic_pairs(run: Path, teacher: K3ForCausalLM, tok: ChatTokenizer) -> list[list[str]]:
