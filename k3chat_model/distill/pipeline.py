@@ -123,24 +123,36 @@ def init_run(run: Path, cfg: RunConfig) -> None:
         ckpt.write_json(run / "config.json", asdict(cfg))
 
 
+QUIZ_SHARE = 0.25
+"""Most of a reply pool's prompts that are one-line factual questions. Until session 26 the
+quiz pool came first, so a 192-reply run was all one-line answers and its stage 2 never saw
+the paragraph replies the gate's assistant check scores (docs/k3-smol.md, sessions 25-26)."""
+
+
 def reply_prompts(cfg: RunConfig, tok: ChatTokenizer, seen: set[str], want: int) -> list[str]:
-    """Up to `want` unused prompts; short factual questions first (the one-line Q->A form the
-    chat corpora lack), then chatterbot questions and templated instructions, then instructions
-    on more topics, then on further ones (held-out assistant KL and top-1 lag the training
-    replies': more varied replies)."""
-    prompts: list[str] = []
+    """Up to `want` unused prompts: a `QUIZ_SHARE` of short factual questions (the one-line
+    Q->A form the chat corpora lack), the rest chatterbot questions and templated instructions,
+    then instructions on more topics, then on further ones (held-out assistant KL and top-1 lag
+    the training replies': more varied replies); more quiz questions if those run out. Sorted by
+    prompt length, so each generation batch holds few lengths."""
     pools = (
-        quiz_prompts(),
         chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts(),
         instruction_prompts(MORE_TOPICS),
         instruction_prompts(EXTRA_TOPICS),
+        quiz_prompts(),
     )
+    quiz_want = round(want * QUIZ_SHARE)
+    quiz = equal_length_prompts([p for p in pools[-1] if p not in seen], tok, quiz_want,
+                                batch=cfg.gen_batch)  # fmt: skip
+    prompts: list[str] = []
+    seen = seen | set(quiz)
     for pool in pools:
         fresh = [p for p in pool if p not in seen]
-        picked = equal_length_prompts(fresh, tok, want - len(prompts), batch=cfg.gen_batch)
+        picked = equal_length_prompts(fresh, tok, want - len(quiz) - len(prompts),
+                                      batch=cfg.gen_batch)  # fmt: skip
         prompts += picked
         seen = seen | set(picked)
-    return prompts
+    return sorted(quiz + prompts, key=lambda p: len(tok.prompt(p)))
 
 
 def _replies(

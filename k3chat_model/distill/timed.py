@@ -239,7 +239,7 @@ def sample_fresh_replies(
         raise ConfigError(f"{run}: no teacher replies whose prompts --fresh-replies could reuse",
                           hint="run the data phase first (`distill run RUN --until data`)")  # fmt: skip
     pool = [q for q, _ in json.loads(source.read_text())]
-    random.Random(seed).shuffle(pool)  # the file is in generation order (quiz questions first)
+    random.Random(seed).shuffle(pool)  # the file is in generation order
     prompts = [pool[j % len(pool)] for j in range(n)]
     t0 = time.time()
     outs = generate(teacher, [tok.prompt(q) for q in prompts], cfg.gen_max_new, SamplingParams(),

@@ -12,9 +12,10 @@ and the gate's are only reported.
   a later, larger `--gen-prompts` never picks them for training;
 - topics: teacher replies in the gate's assistant form (its four templates, default sampling,
   160 new tokens) on `SELECTION_TOPICS`, which neither the gate nor any training pool names,
-  saved once in `RUN/data/val_topics.json`. Why: a growing run's pool prompts are short
-  factual questions first, so its `assistant` set held 48 one-line answers while the gate's
-  holds paragraphs on topics; the two ranked 12-layer hybrids a point apart (session 23);
+  saved once in `RUN/data/val_topics.json`. Why: a growing run's pool prompts were short
+  factual questions first (before session 26), so its `assistant` set held 48 one-line answers
+  while the gate's holds paragraphs on topics; the two ranked 12-layer hybrids a point apart
+  (session 23);
 - quiz: the teacher's greedy answers to `quiz.HELDOUT_QUIZ`, one-line questions in the form the
   gate's factual check asks (which no pool holds), saved once in `RUN/data/val_quiz.json`.
 """

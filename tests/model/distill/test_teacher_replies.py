@@ -47,13 +47,22 @@ def test_larger_budget_generates_only_new_prompts(setup) -> None:
     assert pipeline.teacher_replies(run, cfg, teacher, tok) == after  # nothing left to do
 
 
-def test_quiz_questions_are_answered_first(setup, monkeypatch) -> None:
+def test_quiz_questions_are_a_quarter_of_the_pool_unless_the_others_run_out(
+    setup, monkeypatch
+) -> None:
+    """Stage 2 must see paragraph replies (what the gate's assistant check scores), not only
+    one-line answers: before, a pool smaller than the quiz list was all quiz answers."""
     run, cfg, teacher, tok = setup
-    quiz = ["What is the capital of Spain?", "Who wrote Hamlet?"]
+    quiz = [f"What is the capital of country {c}?" for c in "pqrstuvw"]
     monkeypatch.setattr(pipeline, "quiz_prompts", lambda: quiz)
-    replies = pipeline.teacher_replies(run, cfg, teacher, tok)
-    prompts = [p for p, _ in replies]
-    assert sorted(prompts[:2]) == sorted(quiz) and set(prompts[2:]) <= set(PROMPTS)
+    cfg.gen_prompts = 8
+    prompts = [p for p, _ in pipeline.teacher_replies(run, cfg, teacher, tok)]
+    assert len(set(prompts)) == 8
+    assert sum(p in quiz for p in prompts) == 2 and sum(p in PROMPTS for p in prompts) == 6
+    cfg.gen_prompts = 14  # 2 more of the other pools, then quiz questions fill the rest
+    prompts = [p for p, _ in pipeline.teacher_replies(run, cfg, teacher, tok)]
+    assert len(set(prompts)) == 14 and set(PROMPTS) <= set(prompts)
+    assert sum(p in quiz for p in prompts) == 6
 
 
 def test_student_replies_are_the_shipped_hybrids_greedy_answers(setup) -> None:
