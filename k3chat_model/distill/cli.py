@@ -171,6 +171,13 @@ def _parser() -> argparse.ArgumentParser:
     tm.add_argument("--lr", type=float, default=3e-4, help="peak learning rate")
     tm.add_argument("--top1-weight", type=float, default=0.2, help="as `run --stage2-top1-weight`")
     tm.add_argument(
+        "--tvd-weight",
+        type=float,
+        default=0.0,
+        help="weight of the total variation distance to the teacher, added to the loss "
+        "(it bounds top-1 disagreement; default 0)",
+    )
+    tm.add_argument(
         "--pretrained-lr-scale",
         type=float,
         help="LR multiplier of layers a grown run took trained from --init-from "
@@ -253,6 +260,7 @@ def _timed(a: argparse.Namespace) -> int:
         batch=a.batch,
         lr=a.lr,
         top1_weight=a.top1_weight,
+        tvd_weight=a.tvd_weight,
         evals=a.evals,
         teacher_dir=a.teacher,
         data_dir=a.data_dir,

@@ -12,6 +12,10 @@ tied ("The" vs "Il" for Italy's capital), a student within its KL may pick eithe
 position the mixed loss is minimised by s = (t + λ·onehot(argmax t)) / (1 + λ): the teacher's
 distribution, nudged so its top token wins ties, at a small KL cost (≈0.014 nats at a 50/50 tie
 for λ = 0.2).
+
+`tvd_weight` adds the total variation distance ½·Σ|t − s|. Why: it bounds top-1 agreement
+directly (where TVD < half the teacher's top-1 margin the argmaxes must agree), while forward KL
+also spends the student's capacity on the teacher's tail, which greedy decoding never reads.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class Stage2Config:
     ckpt_seconds: float = 240.0
     top1_weight: float = 0.0
     """Weight of the cross-entropy on the teacher's argmax token, added to the KL."""
+    tvd_weight: float = 0.0
+    """Weight of the total variation distance to the teacher, added to the KL."""
     rewarm_tokens: int = 0
     """Tokens at which a reopened (extended) run resumed: the schedule restarts there (warm-up to
     `lr`, cosine to its floor at `tokens`), since the old one had already decayed."""
@@ -57,15 +63,17 @@ class Stage2Config:
 
 def kd_loss(
     t_logits: torch.Tensor, s_logits: torch.Tensor, mask: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean KL(teacher‖student) and mean cross-entropy of the student on the teacher's argmax
-    token, over positions whose next token is in `mask`."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Mean KL(teacher‖student), mean cross-entropy of the student on the teacher's argmax token
+    and mean total variation distance, over positions whose next token is in `mask`."""
     m = mask[:, 1:].bool()
     t = t_logits[:, :-1][m].float().log_softmax(-1)
     s = s_logits[:, :-1][m].float().log_softmax(-1)
-    kl = (t.exp() * (t - s)).sum(-1).mean()
+    t_p = t.exp()
+    kl = (t_p * (t - s)).sum(-1).mean()
     ce = -s.gather(-1, t.argmax(-1, keepdim=True)).mean()
-    return kl, ce
+    tvd = 0.5 * (t_p - s.exp()).abs().sum(-1).mean()
+    return kl, ce, tvd
 
 
 def train_stage2(
@@ -153,8 +161,8 @@ def train_stage2(
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=torch.bfloat16):
             s_logits = student(ids).logits
-        kl, ce = kd_loss(t_logits, s_logits, m)
-        loss = kl + cfg.top1_weight * ce if cfg.top1_weight else kl
+        kl, ce, tvd = kd_loss(t_logits, s_logits, m)
+        loss = kl + cfg.top1_weight * ce + cfg.tvd_weight * tvd
         del s_logits
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip)
@@ -173,6 +181,7 @@ def train_stage2(
             kl=lv,
             kl_ema=ema,
             top1_ce=ce.item(),
+            tvd=tvd.item(),
             skipped=int(not torch.isfinite(norm)),
         )
         if on_step:

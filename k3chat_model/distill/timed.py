@@ -51,6 +51,7 @@ def timed_stage2(
     batch: int = 32,
     lr: float = 3e-4,
     top1_weight: float = 0.2,
+    tvd_weight: float = 0.0,
     evals: int = 4,
     teacher_dir: Path | None = None,
     data_dir: Path | None = None,
@@ -157,7 +158,8 @@ def timed_stage2(
     report: dict = {"rate_tok_s": round(rate), "batch": batch, "lr": lr,
                     "lr_scale": lr_scale, "experts": sorted(experts),
                     "expert_lr_scale": expert_lr_scale,
-                    "top1_weight": top1_weight, "start": start, "evals": []}  # fmt: skip
+                    "top1_weight": top1_weight, "tvd_weight": tvd_weight,
+                    "start": start, "evals": []}  # fmt: skip
     best: dict = {"score": _score(start), "weights": weights(), "step": 0}
 
     def on_step(state: dict) -> None:
@@ -178,6 +180,7 @@ def timed_stage2(
             lr=lr,
             warmup_steps=20,
             top1_weight=top1_weight,
+            tvd_weight=tvd_weight,
             ckpt_seconds=1e9,
             lr_scale=lr_scale,
             expert_lr_scale=expert_lr_scale,

@@ -167,13 +167,34 @@ def test_top1_term_breaks_teacher_ties_towards_its_argmax() -> None:
         opt = torch.optim.Adam([z], lr=0.05)
         for _ in range(1500):
             opt.zero_grad()
-            kl, ce = kd_loss(t_logits, z, mask)
+            kl, ce, _ = kd_loss(t_logits, z, mask)
             (kl + lam * ce).backward()
             opt.step()
         got = z[0, 0].detach().softmax(-1)
         want = (t_probs + lam * torch.nn.functional.one_hot(torch.tensor(0), 4)) / (1 + lam)
         assert torch.allclose(got, want, atol=2e-3), (lam, got, want)
     assert got[0] - got[1] > 0.15  # the 0.01 teacher margin became a clear one
+
+
+def test_tvd_term_matches_a_float64_reference_on_masked_positions() -> None:
+    """The TVD term is ½·Σ|p_teacher − p_student| averaged over the positions that train, and
+    it falls below half the teacher's top-1 margin only where the two argmaxes agree."""
+    from k3chat_model.distill.stage2 import kd_loss
+
+    torch.manual_seed(0)
+    t_logits = 3 * torch.randn(2, 6, 11)
+    s_logits = t_logits + torch.randn(2, 6, 11)
+    mask = torch.tensor([[1, 1, 0, 1, 1, 1], [1, 0, 1, 1, 0, 1]])
+    _, _, tvd = kd_loss(t_logits, s_logits, mask)
+    m = mask[:, 1:].bool()
+    t = t_logits[:, :-1][m].double().softmax(-1)
+    s = s_logits[:, :-1][m].double().softmax(-1)
+    per_pos = 0.5 * (t - s).abs().sum(-1)
+    assert abs(tvd.item() - per_pos.mean().item()) / per_pos.mean().item() < 1e-6
+    top2 = t.topk(2, -1).values
+    close = per_pos < (top2[:, 0] - top2[:, 1]) / 2
+    assert 0 < close.sum() < len(close)
+    assert torch.equal(t.argmax(-1)[close], s.argmax(-1)[close])
 
 
 def test_stage2_lr_scale_zero_freezes_a_layer_out_of_the_backward(tmp_path: Path) -> None:
