@@ -62,18 +62,19 @@ class Stage2Config:
 
 
 def kd_loss(
-    t_logits: torch.Tensor, s_logits: torch.Tensor, mask: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    t_logits: torch.Tensor, s_logits: torch.Tensor, mask: torch.Tensor, *, tvd: bool = True
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Mean KL(teacher‖student), mean cross-entropy of the student on the teacher's argmax token
-    and mean total variation distance, over positions whose next token is in `mask`."""
+    and (if `tvd`) mean total variation distance, over positions whose next token is in `mask`.
+    `tvd=False` skips a vocab-sized exp and its autograd buffer on the training hot path."""
     m = mask[:, 1:].bool()
     t = t_logits[:, :-1][m].float().log_softmax(-1)
     s = s_logits[:, :-1][m].float().log_softmax(-1)
     t_p = t.exp()
     kl = (t_p * (t - s)).sum(-1).mean()
     ce = -s.gather(-1, t.argmax(-1, keepdim=True)).mean()
-    tvd = 0.5 * (t_p - s.exp()).abs().sum(-1).mean()
-    return kl, ce, tvd
+    tv = 0.5 * (t_p - s.exp()).abs().sum(-1).mean() if tvd else None
+    return kl, ce, tv
 
 
 def train_stage2(
@@ -161,8 +162,12 @@ def train_stage2(
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=torch.bfloat16):
             s_logits = student(ids).logits
-        kl, ce, tvd = kd_loss(t_logits, s_logits, m)
-        loss = kl + cfg.top1_weight * ce + cfg.tvd_weight * tvd
+        kl, ce, tvd = kd_loss(t_logits, s_logits, m, tvd=bool(cfg.tvd_weight))
+        loss = kl
+        if cfg.top1_weight:
+            loss = loss + cfg.top1_weight * ce
+        if tvd is not None:
+            loss = loss + cfg.tvd_weight * tvd
         del s_logits
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip)
@@ -181,8 +186,8 @@ def train_stage2(
             kl=lv,
             kl_ema=ema,
             top1_ce=ce.item(),
-            tvd=tvd.item(),
             skipped=int(not torch.isfinite(norm)),
+            **({"tvd": tvd.item()} if tvd is not None else {}),
         )
         if on_step:
             on_step(state)
