@@ -221,15 +221,12 @@ def take(files: Path, run: Path, new: Path) -> None:
 
 def prep(run: Path, factual: int) -> list[Path]:
     """Make the sets `timed` would generate first, on this machine; returns their files."""
-    from k3chat_model.distill.data import ChatTokenizer
     from k3chat_model.distill.factual_rows import factual_replies
-    from k3chat_model.distill.pipeline import load_run
+    from k3chat_model.distill.pipeline import load_run, run_teacher
     from k3chat_model.distill.validation import quiz_set, validation_sets
-    from k3chat_model.loading import load_model
 
     cfg, _ = load_run(run)
-    tok = ChatTokenizer(Path(cfg.teacher))
-    teacher = load_model(Path(cfg.teacher), dtype=torch.bfloat16).eval()  # as `timed` loads it
+    _, tok, teacher = run_teacher(run)  # bf16, as `timed` loads it
     with torch.no_grad():
         validation_sets(run, cfg, teacher, tok)
         if factual:
@@ -274,7 +271,14 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("new", type=Path)
     a = p.parse_args(argv)
     if a.cmd == "prep":
-        for f in prep(a.run, a.factual):
+        from k3chat_model.errors import K3Error
+
+        try:
+            made = prep(a.run, a.factual)
+        except K3Error as e:  # e.g. not a run: one line, as `distill` prints it
+            print(f"k3chat: error: {e}", file=sys.stderr)
+            return 2
+        for f in made:
             print(f, f.stat().st_size)
     elif a.cmd == "pack":
         _check_timed_args(a.timed_args)
