@@ -201,6 +201,14 @@ def _parser() -> argparse.ArgumentParser:
         default=1.0,
         help="LR multiplier of the routed experts that train (default 1)",
     )
+    tm.add_argument(
+        "--ema",
+        type=float,
+        default=0.0,
+        metavar="DECAY",
+        help="also average the trained weights (exponential moving average with this decay, "
+        "e.g. 0.99); each evaluation scores the average too and the better may be kept",
+    )
     tm.add_argument("--evals", type=int, default=4, help="held-out evaluations (best one kept)")
     tm.add_argument(
         "--keep",
@@ -276,6 +284,7 @@ def _timed(a: argparse.Namespace) -> int:
             _layer_list("--train-experts", a.train_experts) if a.train_experts else None
         ),
         expert_lr_scale=a.expert_lr_scale,
+        ema=a.ema,
         seed=a.seed,
         gen_batch=a.gen_batch,
         stop=StopFlag().install(),

@@ -37,6 +37,7 @@ from .metrics import swapped
 from .pipeline import load_hybrid, load_run, pretrained_lr_scale, stage2_rows
 from .stage2 import Stage2Config, train_stage2
 from .validation import quiz_set, validation_sets
+from .weight_ema import WeightEMA
 
 RESERVE_S = 0.06
 """Share of the budget kept for loading, evaluation and the final save."""
@@ -65,6 +66,7 @@ def timed_stage2(
     factual_every: int = 2,
     train_experts: list[int] | None = None,
     expert_lr_scale: float = 1.0,
+    ema: float = 0.0,
     log: Callable[[str], None] = print,
     stop: ckpt.StopFlag | None = None,
 ) -> dict:
@@ -84,9 +86,15 @@ def timed_stage2(
     too (reported; the snapshot is still chosen on chat and assistant text).
     `train_experts` (layers): their routed experts train too, at `expert_lr_scale` × `lr`
     (`experts.py`); experts the run's checkpoint trained already always go on training.
+    `ema` in (0, 1): also keep an exponential moving average of the trained weights with that
+    decay (`weight_ema.py`); each evaluation scores it beside the live weights (under "ema")
+    and the snapshot may be either, whichever scores better (`best_source` in the report).
     Stopped early (`stop`, e.g. Ctrl-C), it still writes the best (or last) snapshot so far.
     The run's own checkpoints are never modified.
     """
+    if not (ema == 0.0 or 0.0 < ema < 1.0):
+        raise ConfigError(f"--ema {ema}: need a decay in (0, 1), or 0 for none",
+                          hint="e.g. --ema 0.99 averages over about the last 100 steps")  # fmt: skip
     if factual < 0 or factual_every < 1:
         raise ConfigError(
             f"--factual {factual} --factual-every {factual_every}: need N >= 0 and every >= 1"
@@ -160,17 +168,27 @@ def timed_stage2(
                     "expert_lr_scale": expert_lr_scale,
                     "top1_weight": top1_weight, "tvd_weight": tvd_weight,
                     "start": start, "evals": []}  # fmt: skip
-    best: dict = {"score": _score(start), "weights": weights(), "step": 0}
+    best: dict = {"score": _score(start), "weights": weights(), "step": 0, "source": "live"}
+    average = WeightEMA(students, experts, ema) if ema else None
+    report["ema"] = ema
 
     def on_step(state: dict) -> None:
+        if average is not None:
+            average.update()
         if state["step"] not in eval_at:
             return
         res = evaluate()
         res["step"], res["tokens"] = state["step"], state["tokens"]
+        source, score, snap = "live", _score(res), weights
+        if average is not None:
+            with average.applied():
+                res["ema"] = evaluate()
+            if _score(res["ema"]) > score:
+                source, score, snap = "ema", _score(res["ema"]), average.weights
         report["evals"].append(res)
         log(f"eval: {json.dumps(res)}")
-        if keep == "last" or _score(res) > best["score"]:
-            best.update(score=_score(res), weights=weights(), step=state["step"])
+        if keep == "last" or score > best["score"]:
+            best.update(score=score, weights=snap(), step=state["step"], source=source)
 
     state = _scratch_train(
         (teacher, student, students, rows, mask),
@@ -194,8 +212,11 @@ def timed_stage2(
     # what the start weights saw in stage 2: none for a run stopped after stage 1b
     base = int(start_ckpt["state"]["tokens"]) if start_ckpt is not None else 0
     chosen = next((e for e in report["evals"] if e["step"] == best["step"]), start)
+    if best["source"] == "ema":
+        chosen = {**chosen["ema"], "step": chosen["step"], "tokens": chosen["tokens"]}
     report.update(
         best_step=best["step"],
+        best_source=best["source"],
         best=chosen,
         steps=state["step"],
         tokens=state["tokens"],

@@ -331,3 +331,34 @@ def test_answer_sequence_scores_the_answer_and_only_a_finished_answers_end(
         assert mask[: len(q_ids)] == [0] * len(q_ids)
         assert mask[len(q_ids) : len(q_ids) + len(body)] == [1] * len(body)
         assert set(mask[len(q_ids) + len(body) :]) == {int(finished)}
+
+
+def test_timed_with_ema_scores_the_average_and_can_snapshot_it(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    run = _run(tmp_path, teacher_dir)
+    held = [(r.tolist(), [1] * 32) for r in _rows(4, 9)[0]]
+    _held_out(monkeypatch, held[:2], held[2:])
+    calls = iter(range(100))  # start, then live and average at each evaluation: the last wins
+    monkeypatch.setattr(timed, "_score", lambda _res: (next(calls), 0.0))
+    given = []
+    real_weights = timed.WeightEMA.weights
+    monkeypatch.setattr(
+        timed.WeightEMA, "weights", lambda self: given.append(real_weights(self)) or given[-1]
+    )
+    rep = timed.timed_stage2(
+        run, device="cpu", seconds=6, batch=2, lr=3e-3, evals=1, ema=0.5, log=lambda _m: None
+    )
+    last = rep["evals"][-1]
+    assert rep["ema"] == 0.5 and rep["best_source"] == "ema" and rep["best_step"] == last["step"]
+    assert last["ema"]["assistant"]["kl"] != last["assistant"]["kl"]  # a different model
+    assert rep["best"]["assistant"] == last["ema"]["assistant"]
+    saved = ckpt.load(run / "stage2-timed.pt")
+    for k, v in saved["layers"][1].items():  # the snapshot is the average's weights
+        assert torch.equal(v, given[-1]["layers"][1][k])
+
+
+def test_timed_refuses_an_ema_decay_outside_0_1(teacher_dir: Path, tmp_path: Path) -> None:
+    run = _run(tmp_path, teacher_dir)
+    with pytest.raises(ConfigError, match="--ema"):
+        timed.timed_stage2(run, device="cpu", seconds=5, ema=1.0, log=lambda _m: None)
