@@ -95,4 +95,6 @@ def _fold(shadow: dict[str, torch.Tensor], live: dict[str, torch.Tensor], decay:
 
 
 def _like(shadow: dict[str, torch.Tensor], live: dict[str, torch.Tensor]) -> dict:
-    return {k: shadow[k].to(v.dtype) for k, v in live.items()}
+    # copy=True: fp32 weights would otherwise alias the shadow, and a snapshot taken at one
+    # evaluation would drift with every later update
+    return {k: shadow[k].to(v.dtype, copy=True) for k, v in live.items()}

@@ -60,6 +60,21 @@ def test_applied_scores_the_average_and_restores_the_live_weights() -> None:
             assert torch.equal(v, live[i][k])
 
 
+def test_a_taken_average_does_not_move_with_later_updates() -> None:
+    layers = _layers()
+    avg = WeightEMA(layers, decay=0.5)
+    taken = avg.weights()
+    kept = {i: {k: v.clone() for k, v in w.items()} for i, w in taken["layers"].items()}
+    with torch.no_grad():
+        for m in layers.values():
+            for p in m.parameters():
+                p.add_(3.0)
+    avg.update()
+    for i, w in taken["layers"].items():
+        for k, v in w.items():
+            assert torch.equal(v, kept[i][k])
+
+
 @pytest.mark.parametrize("decay", [0.0, 1.0, -0.5, 1.5])
 def test_a_decay_outside_the_open_interval_is_refused(decay: float) -> None:
     with pytest.raises(ValueError, match="decay"):
