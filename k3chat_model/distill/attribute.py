@@ -174,6 +174,7 @@ def attribute_run(
     threads: int | None = None,
     selection: bool = False,
     add_from: Path | None = None,
+    hybrid_only: bool = False,
 ) -> dict:
     """Leave-one-out on the run's exported delta (as the gate builds it); writes
     `RUN/attribution.json` (`attribution-selection.json` with `selection`) and returns it,
@@ -185,7 +186,11 @@ def attribute_run(
     `selection` measures on `validation.py`'s sets instead of the gate's: what to restore can
     then be chosen without looking at the gate, which stays an unbiased judge of the result.
     The `topics` and `quiz` sets (`validation.topic_set`, `quiz_set`) are held out from both
-    either way."""
+    either way.
+
+    `hybrid_only` scores the hybrid alone, none restored: one evaluation instead of one per
+    layer, for a gating rule that reads a set's top-1 on the CPU (a device's kernels read
+    differently, docs/k3-smol.md session 7). Its report is `hybrid-<sets>.json`."""
     from ..loading import load_model
     from .data import ChatTokenizer
     from .gate import assistant_sequences, chat_sequences, delta_student, heldout_assistant
@@ -220,7 +225,8 @@ def attribute_run(
                 rows = _change_rows(res["hybrid"], res["added"], "cost")
                 report[name] = {"hybrid": res["hybrid"], "added": rows}
                 continue
-            res = leave_one_out(teacher, student, st["chosen"], sets[name](), probe)
+            layers = [] if hybrid_only else st["chosen"]
+            res = leave_one_out(teacher, student, layers, sets[name](), probe)
             rows = _change_rows(res["hybrid"], res["restored"], "gain")
             report[name] = {"hybrid": res["hybrid"], "restored": rows}
     report["layers"] = st["chosen"]
@@ -230,6 +236,8 @@ def attribute_run(
     name = ("addition" if add_from is not None else "attribution") + (
         "-selection.json" if selection else ".json"
     )
+    if hybrid_only:  # beside, not over, a full attribution of the same run
+        name = f"hybrid-{which}" + ("-selection.json" if selection else ".json")
     (run / name).write_text(json.dumps(report, indent=1) + "\n")
     return report
 

@@ -158,6 +158,11 @@ def _parser() -> argparse.ArgumentParser:
         help="instead, add each layer of RUN2's stage1.pt (not already in the hybrid) to it, "
         "one at a time: the cost of growing by that layer, cheapest first",
     )
+    at.add_argument(
+        "--hybrid-only",
+        action="store_true",
+        help="score the hybrid alone on the set, no layer restored (one evaluation)",
+    )
     at.add_argument("--threads", type=int, help="torch threads (default: the run's)")
     tm = sub.add_parser(
         "timed",
@@ -413,7 +418,10 @@ def _teacher_build() -> Path:
 def _attribute(a: argparse.Namespace) -> int:
     from .attribute import attribute_run, format_report
 
-    print(format_report(attribute_run(a.run_dir, a.set, a.threads, a.selection, a.add_from)))
+    if a.hybrid_only and a.add_from:
+        raise ConfigError("--hybrid-only and --add-from exclude each other")
+    report = attribute_run(a.run_dir, a.set, a.threads, a.selection, a.add_from, a.hybrid_only)
+    print(format_report(report))
     return 0
 
 

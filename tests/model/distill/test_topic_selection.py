@@ -75,6 +75,26 @@ def test_attribute_on_the_topics_set_prices_every_layer(
     assert rep["topics"]["hybrid"]["tokens"] > 0 and "chat" not in rep
 
 
+def test_attribute_hybrid_only_scores_the_hybrid_as_the_full_attribution_does(
+    teacher_dir: Path, tmp_path: Path, two_topics, capsys
+) -> None:
+    run = tmp_path / "run"
+    trained_run(run, teacher_dir, [1, 2])
+    assert main(["attribute", str(run), "--set", "topics", "--threads", "1"]) == 0
+    full = json.loads((run / "attribution.json").read_text())["topics"]["hybrid"]
+
+    assert main(["attribute", str(run), "--set", "topics", "--hybrid-only", "--threads", "1"]) == 0
+
+    rep = json.loads((run / "hybrid-topics.json").read_text())
+    assert rep["topics"]["restored"] == []  # nothing restored: one evaluation
+    assert rep["topics"]["hybrid"] == full  # the same hybrid, the same numbers
+    assert (run / "attribution.json").exists()  # the full report is not overwritten
+    capsys.readouterr()
+    args = ["attribute", str(run), "--hybrid-only", "--add-from", str(run)]
+    assert main(args) == 2
+    assert "exclude each other" in capsys.readouterr().err
+
+
 def test_timed_keeps_the_snapshot_whose_worst_selection_top1_is_best() -> None:
     def res(chat: float, assistant: float, topics: float) -> dict:
         sets = {"chat": chat, "assistant": assistant, "topics": topics, "quiz": 0.0}
