@@ -88,7 +88,9 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         help="weight of cross-entropy on the teacher's argmax added to stage 2's KL (default 0)",
     )
-    r.add_argument("--until", choices=["data", "stage1b"], help="stop after this phase")
+    r.add_argument(
+        "--until", choices=["data", "stage1", "stage1b"], help="stop after this phase"
+    )
     s = sub.add_parser("status", help="phases done, tokens, last progress line")
     s.add_argument("run_dir", type=Path)
     g = sub.add_parser("gate", help="export the delta and run the quality gate on it")

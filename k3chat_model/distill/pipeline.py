@@ -323,6 +323,8 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
         if not s["done"]:
             return st
         finish("stage1", stage1_tokens=s["tokens"])
+    if until == "stage1":  # e.g. to price the candidates with `attribute --add-from` first
+        return st
     if "rank" not in st["done"]:
         students = fresh(todo)
         saved = ckpt.load(run / "stage1.pt")

@@ -161,3 +161,37 @@ def test_growing_a_run_stopped_after_stage1b_keeps_all_its_layers_trained(
     for i in st1["chosen"]:
         for k, v in handed_on[i].items():
             assert torch.equal(got[i][k], v), (i, k)
+
+
+def test_a_growth_stopped_after_stage1_resumes_with_a_narrower_candidate_list(
+    teacher_dir: Path, tmp_path: Path, capsys
+) -> None:
+    """`run --until stage1` leaves every candidate trained and none chosen, so the candidates
+    can be priced in the hybrid first (`attribute --add-from`); resumed with only the chosen
+    ones as candidates, the run ranks and grows by exactly those."""
+    seed, _ = _seed(tmp_path, teacher_dir, capsys)
+    g = torch.Generator().manual_seed(1)
+    rows = torch.randint(3, VOCAB, (8, 32), generator=g)
+    mask = torch.ones_like(rows, dtype=torch.uint8)
+    run = tmp_path / "grow"
+    (run / "data").mkdir(parents=True)
+    torch.save(
+        {"chat": (rows, mask), "assist": (rows.flip(0), mask), "rank": (rows[:2], mask[:2])},
+        run / "data" / "rows.pt",
+    )
+    cfg = RunConfig(
+        teacher=str(teacher_dir), data_dir=str(tmp_path), candidates=[0, 3],
+        n_layers=3, keep_layers=[1, 2], init_from=str(seed), gen_prompts=0,
+        stage1_tokens=256, stage1b_tokens=128,
+    )  # fmt: skip
+    ckpt.write_json(run / "config.json", asdict(cfg))
+    ckpt.write_json(run / "state.json", {"done": ["data"], "teacher_replies": 0})
+
+    st = run_pipeline(run, until="stage1")
+    assert st["done"] == ["data", "stage1"] and "chosen" not in st
+    assert not (run / "ranking.json").exists()
+    assert sorted(ckpt.load(run / "stage1.pt")["layers"]) == [0, 3]
+
+    ckpt.write_json(run / "config.json", {**asdict(cfg), "candidates": [3]})
+    st = run_pipeline(run, until="stage1b")
+    assert st["done"][-1] == "stage1b" and st["chosen"] == [1, 2, 3]
