@@ -40,7 +40,9 @@ from .validation import quiz_set, validation_sets
 from .weight_ema import WeightEMA
 
 RESERVE_S = 0.06
-"""Share of the budget kept for loading, evaluation and the final save."""
+"""Share of the budget kept for loading and the final save. Evaluations are priced apart: the
+start evaluation is timed and the training budget leaves room for `evals` more like it
+(session 34: on an H200 one took 78 s, against 6% of a 540 s budget)."""
 MEASURE_STEPS = 6
 
 
@@ -89,7 +91,9 @@ def timed_stage2(
     `ema` in (0, 1): also keep an exponential moving average of the trained weights with that
     decay (`weight_ema.py`); each evaluation scores it beside the live weights (under "ema")
     and the snapshot may be either, whichever scores better (`best_source` in the report).
-    Stopped early (`stop`, e.g. Ctrl-C), it still writes the best (or last) snapshot so far.
+    Stopped early (`stop`, e.g. Ctrl-C), it still writes the best (or last) snapshot so far;
+    and each evaluation that changes the snapshot writes it at once (with the report so far,
+    `"partial": true`), so a run killed outright (a timeout, the machine taken back) keeps it.
     The run's own checkpoints are never modified.
     """
     if not (ema == 0.0 or 0.0 < ema < 1.0):
@@ -153,22 +157,52 @@ def timed_stage2(
                for i in students}  # fmt: skip
         return {"layers": out, "experts": {i: routed_state(m) for i, m in experts.items()}}
 
+    t_eval = time.time()
     start = evaluate()
-    log(f"start: {json.dumps(start)}")
+    eval_s = time.time() - t_eval
+    log(f"start ({eval_s:.0f} s): {json.dumps(start)}")
     rate = _measure_rate(
         (teacher, student, students, rows, mask), batch, lr_scale, run, weights(), experts
     )
-    budget_s = t_end - time.time() - RESERVE_S * seconds
+    evals_s = evals * eval_s * (2 if ema else 1)  # with --ema each evaluation scores twice
+    budget_s = t_end - time.time() - RESERVE_S * seconds - evals_s
     step_tokens = batch * rows.shape[1]
     steps = max(1, int(rate * budget_s / step_tokens))
-    log(f"rate {rate:.0f} tok/s -> {steps} steps of {step_tokens} tokens in {budget_s:.0f} s")
+    log(f"rate {rate:.0f} tok/s -> {steps} steps of {step_tokens} tokens in {budget_s:.0f} s "
+        f"(+ {evals} evaluations, {evals_s:.0f} s)")  # fmt: skip
     eval_at = {round(steps * k / evals) for k in range(1, evals + 1)}
     report: dict = {"rate_tok_s": round(rate), "batch": batch, "lr": lr,
                     "lr_scale": lr_scale, "experts": sorted(experts),
                     "expert_lr_scale": expert_lr_scale,
                     "top1_weight": top1_weight, "tvd_weight": tvd_weight,
-                    "start": start, "evals": []}  # fmt: skip
+                    "eval_s": round(eval_s, 1), "start": start, "evals": []}  # fmt: skip
     best: dict = {"score": _score(start), "weights": weights(), "step": 0, "source": "live"}
+    # what the start weights saw in stage 2: none for a run stopped after stage 1b
+    base = int(start_ckpt["state"]["tokens"]) if start_ckpt is not None else 0
+
+    def write_snapshot(final: dict) -> None:
+        """The kept weights as `RUN/stage2-timed.pt` and the report as `RUN/timed.json`."""
+        chosen = next((e for e in report["evals"] if e["step"] == best["step"]), start)
+        if best["source"] == "ema":
+            chosen = {**chosen["ema"], "step": chosen["step"], "tokens": chosen["tokens"]}
+        report.update(best_step=best["step"], best_source=best["source"], best=chosen, **final)
+        snapshot = {
+            "layers": best["weights"]["layers"],
+            "opt": None,
+            "state": {
+                "step": 0,
+                "tokens": base + chosen.get("tokens", 0),
+                "cursor": 0,
+                "done": True,
+                "loss": None,
+                "timed": report,
+            },
+        }
+        if experts:
+            snapshot["experts"] = best["weights"]["experts"]
+        ckpt.save_atomic(snapshot, run / "stage2-timed.pt")
+        ckpt.write_json(run / "timed.json", report)
+
     average = WeightEMA(students, experts, ema) if ema else None
     report["ema"] = ema
 
@@ -189,6 +223,7 @@ def timed_stage2(
         log(f"eval: {json.dumps(res)}")
         if keep == "last" or score > best["score"]:
             best.update(score=score, weights=snap(), step=state["step"], source=source)
+            write_snapshot({"partial": True, "steps": state["step"], "tokens": state["tokens"]})
 
     state = _scratch_train(
         (teacher, student, students, rows, mask),
@@ -209,36 +244,15 @@ def timed_stage2(
         on_step=on_step,
         experts=experts,
     )
-    # what the start weights saw in stage 2: none for a run stopped after stage 1b
-    base = int(start_ckpt["state"]["tokens"]) if start_ckpt is not None else 0
-    chosen = next((e for e in report["evals"] if e["step"] == best["step"]), start)
-    if best["source"] == "ema":
-        chosen = {**chosen["ema"], "step": chosen["step"], "tokens": chosen["tokens"]}
-    report.update(
-        best_step=best["step"],
-        best_source=best["source"],
-        best=chosen,
-        steps=state["step"],
-        tokens=state["tokens"],
-        stopped=not state["done"],
-        seconds=round(seconds - (t_end - time.time())),
+    write_snapshot(
+        {
+            "partial": False,
+            "steps": state["step"],
+            "tokens": state["tokens"],
+            "stopped": not state["done"],
+            "seconds": round(seconds - (t_end - time.time())),
+        }
     )
-    snapshot = {
-            "layers": best["weights"]["layers"],
-            "opt": None,
-            "state": {
-                "step": 0,
-                "tokens": base + chosen.get("tokens", 0),
-                "cursor": 0,
-                "done": True,
-                "loss": None,
-                "timed": report,
-            },
-        }  # fmt: skip
-    if experts:
-        snapshot["experts"] = best["weights"]["experts"]
-    ckpt.save_atomic(snapshot, run / "stage2-timed.pt")
-    ckpt.write_json(run / "timed.json", report)
     return report
 
 

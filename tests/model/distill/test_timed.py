@@ -4,6 +4,7 @@ weights-only checkpoint it writes can be rewound to and trained on like any othe
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -362,3 +363,58 @@ def test_timed_refuses_an_ema_decay_outside_0_1(teacher_dir: Path, tmp_path: Pat
     run = _run(tmp_path, teacher_dir)
     with pytest.raises(ConfigError, match="--ema"):
         timed.timed_stage2(run, device="cpu", seconds=5, ema=1.0, log=lambda _m: None)
+
+
+class _Killed(BaseException):
+    """Stands for SIGKILL: nothing after it in `timed` runs (no final write)."""
+
+
+def test_a_run_killed_after_an_evaluation_keeps_the_snapshot_that_evaluation_chose(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    run = _run(tmp_path, teacher_dir)
+    held = [(r.tolist(), [1] * 32) for r in _rows(2, 9)[0]]
+    _held_out(monkeypatch, held[:1], held[1:])
+
+    class KilledAfterFirstSnapshot:
+        @property
+        def stop(self) -> bool:
+            if (run / "timed.json").exists():
+                raise _Killed
+            return False
+
+    with pytest.raises(_Killed):
+        timed.timed_stage2(
+            run, device="cpu", seconds=8, batch=2, lr=3e-3, evals=3, keep="last",
+            log=lambda _m: None, stop=KilledAfterFirstSnapshot(),
+        )  # fmt: skip
+
+    rep = json.loads((run / "timed.json").read_text())
+    assert rep["partial"] and len(rep["evals"]) == 1
+    assert rep["best_step"] == rep["evals"][0]["step"] == rep["steps"] > 0
+    saved = ckpt.load(run / "stage2-timed.pt")
+    assert saved["state"]["tokens"] == 640 + rep["evals"][0]["tokens"]
+    assert sorted(saved["layers"]) == [1]
+
+
+def test_the_budget_leaves_room_for_the_evaluations(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Session 34: on an H200 each evaluation took 78 s and the run overran its 540 s by
+    minutes, so the call's limit killed it before any snapshot was written."""
+    run = _run(tmp_path, teacher_dir)
+    held = [(r.tolist(), [1] * 32) for r in _rows(2, 9)[0]]
+    _held_out(monkeypatch, held[:1], held[1:])
+    real = timed.kl_metrics
+
+    def slow(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        time.sleep(0.5)  # 4 sets: 2 s an evaluation
+        return real(*a, **kw)
+
+    monkeypatch.setattr(timed, "kl_metrics", slow)
+    rep = timed.timed_stage2(
+        run, device="cpu", seconds=12, batch=2, lr=3e-3, evals=3, log=lambda _m: None
+    )
+    assert rep["eval_s"] >= 2.0 and len(rep["evals"]) == 3
+    assert rep["seconds"] <= 15  # without the evaluations priced: about 18
+    assert not rep["partial"]
