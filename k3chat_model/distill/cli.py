@@ -250,6 +250,11 @@ def _parser() -> argparse.ArgumentParser:
         help="seed of the fresh replies and of the training row order",
     )
     tm.add_argument("--gen-batch", type=int, default=256, help="prompts per generation batch")
+    tm.add_argument(
+        "--eval-batch",
+        type=int,
+        help="sequences per forward in evaluations (default: 32 on a GPU, 1 on the CPU)",
+    )
     tm.add_argument("--teacher", type=Path, help="teacher dir (default: the run's)")
     tm.add_argument("--data-dir", type=Path, help="data dir (default: the run's)")
     return p
@@ -292,6 +297,7 @@ def _timed(a: argparse.Namespace) -> int:
         ),
         expert_lr_scale=a.expert_lr_scale,
         ema=a.ema,
+        eval_batch=a.eval_batch,
         seed=a.seed,
         gen_batch=a.gen_batch,
         stop=StopFlag().install(),

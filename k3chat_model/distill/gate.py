@@ -90,22 +90,38 @@ def kl_metrics(
     student: K3ForCausalLM,
     seqs: list[Seq],
     teacher_logits: list[torch.Tensor] | None = None,
+    batch: int = 1,
 ) -> dict:
     """Mean KL(teacher‖student) per scored token and top-1 agreement (with its 95% bootstrap
-    interval over sequences), one sequence at a time.
+    interval over sequences).
 
     `teacher_logits` (one entry per sequence) skips the teacher forward when already known.
+    `batch` > 1 runs that many sequences per forward, right-padded (causal: the padding never
+    reaches a scored position), in order of length. One at a time (the default) is what the
+    gate has always measured; on a GPU, one at a time is launch-bound (session 34: 78 s per
+    `timed` evaluation on an H200).
     """
     dev = student.model.embed_tokens.weight.device
-    kl, agree, n = [], [], []
-    for j, (ids, mask) in enumerate(seqs):
-        x = torch.tensor([ids], device=dev)
-        t = teacher_logits[j] if teacher_logits is not None else teacher(x).logits
-        m = torch.tensor([mask[1:]], device=dev)
-        a, b, c = kl_top1(t[:, :-1], student(x).logits[:, :-1], m)
-        kl.append(a)
-        agree.append(b)
-        n.append(c)
+    per_seq: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * len(seqs)
+    order = sorted(range(len(seqs)), key=lambda j: len(seqs[j][0])) if batch > 1 else None
+    groups = (
+        [order[k : k + batch] for k in range(0, len(order), batch)]
+        if order is not None
+        else [[j] for j in range(len(seqs))]
+    )
+    for group in groups:
+        width = max(len(seqs[j][0]) for j in group)
+        x = torch.zeros(len(group), width, dtype=torch.long, device=dev)
+        for r, j in enumerate(group):
+            x[r, : len(seqs[j][0])] = torch.tensor(seqs[j][0], device=dev)
+        s_all = student(x).logits
+        t_all = teacher(x).logits if teacher_logits is None else None
+        for r, j in enumerate(group):
+            ids, mask = seqs[j]
+            t = teacher_logits[j] if t_all is None else t_all[r : r + 1, : len(ids)]
+            m = torch.tensor([mask[1:]], device=dev)
+            per_seq[j] = kl_top1(t[:, :-1], s_all[r : r + 1, : len(ids) - 1], m)
+    kl, agree, n = (list(v) for v in zip(*per_seq, strict=True)) if seqs else ([], [], [])
     total = max(sum(n), 1)
     return {
         "kl": round(sum(kl) / total, 4),

@@ -69,6 +69,7 @@ def timed_stage2(
     train_experts: list[int] | None = None,
     expert_lr_scale: float = 1.0,
     ema: float = 0.0,
+    eval_batch: int | None = None,
     log: Callable[[str], None] = print,
     stop: ckpt.StopFlag | None = None,
 ) -> dict:
@@ -91,6 +92,8 @@ def timed_stage2(
     `ema` in (0, 1): also keep an exponential moving average of the trained weights with that
     decay (`weight_ema.py`); each evaluation scores it beside the live weights (under "ema")
     and the snapshot may be either, whichever scores better (`best_source` in the report).
+    `eval_batch`: sequences per forward in each evaluation (`gate.kl_metrics`); by default 32
+    on a GPU, where one at a time is launch-bound, and 1 elsewhere, as the gate measures.
     Stopped early (`stop`, e.g. Ctrl-C), it still writes the best (or last) snapshot so far;
     and each evaluation that changes the snapshot writes it at once (with the report so far,
     `"partial": true`), so a run killed outright (a timeout, the machine taken back) keeps it.
@@ -104,6 +107,8 @@ def timed_stage2(
             f"--factual {factual} --factual-every {factual_every}: need N >= 0 and every >= 1"
         )
     t_end = time.time() + seconds
+    if eval_batch is None:
+        eval_batch = 32 if torch.device(device).type == "cuda" else 1
     cfg, st = load_run(run)
     lr_scale = pretrained_lr_scale(cfg, st, pretrained_scale, pretrained_train)
     teacher_dir = Path(teacher_dir or cfg.teacher)
@@ -145,9 +150,12 @@ def timed_stage2(
         gate's sets (reported) and on the selection sets (`val`, which choose the snapshot)."""
         dtype = teacher.model.embed_tokens.weight.dtype
         with swapped(student, students, dtype), cast(experts, dtype):
-            res = {k: kl_metrics(teacher, student, v, ref[k]) for k, v in sets.items()}
+            res = {
+                k: kl_metrics(teacher, student, v, ref[k], eval_batch) for k, v in sets.items()
+            }
             res["val"] = {
-                k: kl_metrics(teacher, student, v, ref.get("val_" + k)) for k, v in val.items()
+                k: kl_metrics(teacher, student, v, ref.get("val_" + k), eval_batch)
+                for k, v in val.items()
             }
             return res
 

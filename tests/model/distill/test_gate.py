@@ -78,3 +78,33 @@ def test_run_teacher_loads_the_runs_own_teacher_in_bf16(teacher_dir: Path, tmp_p
     with torch.no_grad():
         want = load_model(teacher_dir, dtype=torch.bfloat16)(x).logits
         assert torch.equal(teacher(x).logits, want)
+
+
+def test_batched_kl_metrics_equal_one_sequence_at_a_time_on_a_kda_hybrid(
+    teacher_dir: Path,
+) -> None:
+    """Right padding never reaches a scored position, through softmax or KDA layers alike, and
+    the per-sequence results go back to their own order (the interval resamples them)."""
+    from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config
+    from k3chat_model.distill.metrics import swapped
+
+    t = load_model(teacher_dir, dtype=torch.float32)
+    s = load_model(teacher_dir, dtype=torch.float32)
+    kcfg = kda_config(s.config, [0, 1, 2, 3])
+    kda = {i: init_kda_from_gqa(s.model.layers[i].self_attn, kcfg, i) for i in (1, 2)}
+    tok = ChatTokenizer(teacher_dir)
+    texts = ["the cat sat on the mat", "a dog ran far away over the hills and back", "ok", "yes"]
+    seqs = [tok.conversation([("user", f"say {x}"), ("assistant", x)]) for x in texts]
+    assert len({len(ids) for ids, _ in seqs}) >= 3  # padding is really exercised
+    with torch.no_grad(), swapped(s, kda, torch.float32):
+        one = kl_metrics(t, s, seqs)
+        ref = [t(torch.tensor([ids])).logits for ids, _ in seqs]
+        for batch in (2, 3, 8):
+            got = kl_metrics(t, s, seqs, batch=batch)
+            assert got["tokens"] == one["tokens"] and got["top1"] == one["top1"]
+            close = 1e-4 * one["kl"] + 1e-4  # float rounding, then the report's 4 decimals
+            assert abs(got["kl"] - one["kl"]) <= close
+            assert got["top1_ci95"] == one["top1_ci95"]
+            known = kl_metrics(t, s, seqs, ref, batch=batch)  # with the teacher's logits given
+            assert known["top1"] == one["top1"] and abs(known["kl"] - one["kl"]) <= close
+    assert one["kl"] > 1e-4  # the hybrid differs from the teacher
