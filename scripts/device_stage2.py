@@ -168,7 +168,10 @@ def _write_commands(dest: Path, dirs: list[Path], timed_args: str = "") -> None:
 #   git rm --cached -q {delta} && echo /{delta} >> .git/info/exclude
 # After them: git reset -q -- {delta}, and delete that line from .git/info/exclude.
 # Make each call within 30 s of the last (the machine goes back when idle).
-# S = seconds for `distill timed`: budget_left_s before the last call, minus 60.""",
+# S = seconds for `distill timed`: budget_left_s before the last call, minus 60, and at
+#   most 540 (one call is limited to 600 s; the teacher's build and `out` take the rest).
+#   `timed` prices its evaluations into S (session 34 lost a run that did not).
+#   Prefix the last call with `S=<seconds>; `.""",
     )
     (dest / "commands.txt").write_text("\n\n".join(lines) + "\n")
 
