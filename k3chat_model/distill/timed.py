@@ -109,6 +109,8 @@ def timed_stage2(
     t_end = time.time() + seconds
     if eval_batch is None:
         eval_batch = 32 if torch.device(device).type == "cuda" else 1
+    if eval_batch < 1:
+        raise ConfigError(f"--eval-batch {eval_batch}: need at least 1 sequence per forward")
     cfg, st = load_run(run)
     lr_scale = pretrained_lr_scale(cfg, st, pretrained_scale, pretrained_train)
     teacher_dir = Path(teacher_dir or cfg.teacher)

@@ -365,6 +365,13 @@ def test_timed_refuses_an_ema_decay_outside_0_1(teacher_dir: Path, tmp_path: Pat
         timed.timed_stage2(run, device="cpu", seconds=5, ema=1.0, log=lambda _m: None)
 
 
+def test_timed_refuses_an_eval_batch_below_1(teacher_dir: Path, tmp_path: Path, capsys) -> None:
+    run = _run(tmp_path, teacher_dir)
+    args = ["timed", str(run), "--device", "cpu", "--seconds", "5", "--eval-batch", "0"]
+    assert main(args) == 2
+    assert "--eval-batch 0" in capsys.readouterr().err
+
+
 class _Killed(BaseException):
     """Stands for SIGKILL: nothing after it in `timed` runs (no final write)."""
 

@@ -61,27 +61,17 @@ def test_topic_replies_take_the_gates_form_are_made_once_and_alike_for_every_run
         assert r in scored and p not in scored  # the reply alone
 
 
-def test_attribute_on_the_topics_set_prices_every_layer(
+def test_attribute_on_the_topics_set_prices_every_layer_or_the_hybrid_only(
     teacher_dir: Path, tmp_path: Path, two_topics, capsys
 ) -> None:
     run = tmp_path / "run"
     trained_run(run, teacher_dir, [1, 2])
-
     assert main(["attribute", str(run), "--set", "topics", "--threads", "1"]) == 0
-
     assert capsys.readouterr().out.startswith("topics: hybrid KL")
     rep = json.loads((run / "attribution.json").read_text())
-    assert sorted(r["layer"] for r in rep["topics"]["restored"]) == [1, 2]
+    assert sorted(r["layer"] for r in rep["topics"]["restored"]) == [1, 2]  # every layer priced
     assert rep["topics"]["hybrid"]["tokens"] > 0 and "chat" not in rep
-
-
-def test_attribute_hybrid_only_scores_the_hybrid_as_the_full_attribution_does(
-    teacher_dir: Path, tmp_path: Path, two_topics, capsys
-) -> None:
-    run = tmp_path / "run"
-    trained_run(run, teacher_dir, [1, 2])
-    assert main(["attribute", str(run), "--set", "topics", "--threads", "1"]) == 0
-    full = json.loads((run / "attribution.json").read_text())["topics"]["hybrid"]
+    full = rep["topics"]["hybrid"]
 
     assert main(["attribute", str(run), "--set", "topics", "--hybrid-only", "--threads", "1"]) == 0
 
