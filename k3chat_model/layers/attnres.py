@@ -3,9 +3,17 @@
 Each site blends the completed block representations and the running in-block sum with a
 softmax over depth: `k_i = RMSNorm(v_i)`, `score_i = Σ_d k_i·w_norm·w_q`, `out = Σ_i p_i v_i`,
 all in fp32, cast back to the stream's dtype. No 1/sqrt(d), no bias, no temperature.
+
+A site whose query `w_q` is zero scores every source 0, so its softmax is uniform and the blend
+is the plain mean of the sources. Converted dense models start that way (k3-smol: every site,
+which is what makes it compute the original Llama, since the mean only rescales the residual sum
+and RMSNorm follows), and there the full blend was about 30% of a forward on the CPU. Such a
+site takes `uniform_blend` instead: the same values, without the norms and scores.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 from torch import nn
@@ -21,6 +29,42 @@ def attn_res(prefix: torch.Tensor, blocks: list[torch.Tensor], w_norm: torch.Ten
     return (p.unsqueeze(-1) * v).sum(-2).to(prefix.dtype)
 
 
+@functools.cache
+def _uniform_weight(n: int) -> float:
+    """softmax over n equal scores, as `attn_res` computes it in fp32 (so results match bitwise)."""
+    return torch.softmax(torch.zeros(n), 0)[0].item()
+
+
+def uniform_blend(prefix: torch.Tensor, blocks: list[torch.Tensor]) -> torch.Tensor:
+    """`attn_res` when every score is equal: Σ p·v over blocks then prefix, in fp32, cast back.
+
+    Same operations in the same order as `attn_res`'s weighted sum, so on the CPU the result is
+    bit-identical (a test checks it); only the norms, scores and softmax are skipped.
+    """
+    sources = [*blocks, prefix]
+    p = _uniform_weight(len(sources))
+    total = sources[0].float() * p
+    for v in sources[1:]:
+        total = total + v.float() * p
+    return total.to(prefix.dtype)
+
+
+def is_zero(weight: torch.Tensor, memo: dict) -> bool:
+    """Whether `weight` is all zeros, remembered until the tensor changes.
+
+    The key is the tensor's storage address and autograd version (bumped by every in-place
+    write: `copy_`, optimizer steps), so the scan runs once per new weight, not per call (on a
+    GPU it would be a host sync per layer). Edits through `.data` bypass the version: replace
+    the parameter instead. A weight on the meta device (offloaded, not loaded) counts as nonzero.
+    """
+    if weight.device.type == "meta":
+        return False
+    key = (weight.data_ptr(), weight._version, weight.device)
+    if memo.get("key") != key:
+        memo["key"], memo["zero"] = key, not bool(weight.any())
+    return memo["zero"]
+
+
 class AttnResSite(nn.Module):
     """One blend site. Checkpoint `<site>_res_norm.weight` [H] -> `norm_weight`,
     `<site>_res_proj.weight` [1, H] -> `proj_weight` (direct parameters, so offload hooks see them)."""
@@ -30,6 +74,10 @@ class AttnResSite(nn.Module):
         self.norm_weight = nn.Parameter(torch.ones(hidden))
         self.proj_weight = nn.Parameter(torch.zeros(1, hidden))
         self.eps = eps
+        self._zero_query: dict = {}
 
     def forward(self, prefix: torch.Tensor, blocks: list[torch.Tensor]) -> torch.Tensor:
+        trains_query = self.proj_weight.requires_grad and torch.is_grad_enabled()
+        if not trains_query and is_zero(self.proj_weight, self._zero_query):
+            return uniform_blend(prefix, blocks)
         return attn_res(prefix, blocks, self.norm_weight, self.proj_weight, self.eps)

@@ -4,6 +4,11 @@ Router on the full-width x in fp32: `s = σ(x Wᵀ)`; experts are *selected* by 
 *weighted* by the unbiased `s`, renormalised, times `routed_scaling_factor`. LatentMoE runs the
 experts on `z = down(x)`, normalises their fp32-accumulated sum and projects it back up; the
 shared experts always see the full-width x.
+
+A LatentMoE whose up-projection is zero adds exactly nothing through its routed path: converted
+dense models start that way (k3-smol: the routed path is a zero-initialised adapter beside the
+teacher's MLP), and there routing, expert dispatch and the latent norm were a third of the MoE
+block's time. Such a block runs its shared experts only, unless a routed weight is training.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import torch
 from torch import nn
 
 from ..config import K3Config
+from .attnres import is_zero
 from .mlp import Expert, GatedMLP
 from .norm import RMSNorm
 
@@ -60,8 +66,22 @@ class SparseMoE(nn.Module):
             GatedMLP(config, H, config.moe_intermediate_size * config.num_shared_experts)
             if config.num_shared_experts else None
         )
+        self._zero_up: dict = {}
+
+    def routed_path_is_off(self) -> bool:
+        """True when the routed experts add exactly 0 and nothing in them needs a gradient."""
+        if not self.latent or self.shared_experts is None:
+            return False
+        if torch.is_grad_enabled() and any(
+            p.requires_grad for m in (self.gate, self.experts, self.routed_expert_down_proj,
+                                      self.routed_expert_up_proj) for p in m.parameters()
+        ):
+            return False
+        return is_zero(self.routed_expert_up_proj.weight, self._zero_up)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.routed_path_is_off():
+            return self.shared_experts(x)
         shape = x.shape
         x = x.reshape(-1, shape[-1])                                           # [N, H]
         idx, w = self.gate(x)
