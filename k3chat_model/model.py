@@ -14,7 +14,7 @@ from torch import nn
 
 from .cache import Cache
 from .config import K3Config
-from .layers.attnres import AttnResSite
+from .layers.attnres import AttnResSite, Blocks
 from .layers.gqa import GQAAttention
 from .layers.kda import KimiDeltaAttention
 from .layers.mla import MLAttention
@@ -52,7 +52,7 @@ class DecoderLayer(nn.Module):
         # spec §2.2: blend for the attention input, then maybe close a block (unblended prefix)
         x = self.self_attention_res(prefix, blocks) if blocks else prefix
         if self.idx % self.block_size == 0:
-            blocks, prefix = [*blocks, prefix], None
+            blocks, prefix = Blocks([*blocks, prefix]), None
         a = self.self_attn(self.input_layernorm(x), cache, start)
         prefix = a if prefix is None else prefix + a
         y = self.mlp_res(prefix, blocks)
@@ -72,7 +72,7 @@ class K3Model(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, cache: Cache | None = None) -> torch.Tensor:
         start = cache.seen if cache is not None else 0
-        prefix, blocks = self.embed_tokens(input_ids), []                   # [B, T, H]
+        prefix, blocks = self.embed_tokens(input_ids), Blocks()             # [B, T, H]
         for i, layer in enumerate(self.layers):
             prefix, blocks = layer(prefix, blocks, cache.layers[i] if cache is not None else None, start)
         h = self.output_attn_res(prefix, blocks) if self.config.uses_attn_res else prefix

@@ -35,18 +35,39 @@ def _uniform_weight(n: int) -> float:
     return torch.softmax(torch.zeros(n), 0)[0].item()
 
 
+class Blocks(list):
+    """The completed block representations of one forward pass (the embedding is block 0).
+
+    Every site until the next block closes sees the same blocks, so a uniform blend's weighted
+    sum over them is computed once and kept here (`uniform_blend`). The model makes a new
+    `Blocks` when a block closes; one lives for one forward.
+    """
+
+    def __init__(self, items=()) -> None:  # noqa: ANN001
+        super().__init__(items)
+        self.uniform_partial: tuple[int, torch.Tensor] | None = None
+
+
 def uniform_blend(prefix: torch.Tensor, blocks: list[torch.Tensor]) -> torch.Tensor:
     """`attn_res` when every score is equal: Σ p·v over blocks then prefix, in fp32, cast back.
 
     Same operations in the same order as `attn_res`'s weighted sum, so on the CPU the result is
-    bit-identical (a test checks it); only the norms, scores and softmax are skipped.
+    bit-identical (a test checks it); only the norms, scores and softmax are skipped. The sum
+    over `blocks` is reused from a `Blocks` that already holds it.
     """
-    sources = [*blocks, prefix]
-    p = _uniform_weight(len(sources))
-    total = sources[0].float() * p
-    for v in sources[1:]:
-        total = total + v.float() * p
-    return total.to(prefix.dtype)
+    p = _uniform_weight(len(blocks) + 1)
+    if not blocks:
+        return (prefix.float() * p).to(prefix.dtype)
+    memo = blocks.uniform_partial if isinstance(blocks, Blocks) else None
+    if memo is not None and memo[0] == len(blocks):
+        partial = memo[1]
+    else:
+        partial = blocks[0].float() * p
+        for v in blocks[1:]:
+            partial = partial + v.float() * p
+        if isinstance(blocks, Blocks):
+            blocks.uniform_partial = (len(blocks), partial)
+    return (partial + prefix.float() * p).to(prefix.dtype)
 
 
 def is_zero(weight: torch.Tensor, memo: dict) -> bool:

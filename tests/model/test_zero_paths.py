@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from k3chat_model.layers import attnres
-from k3chat_model.layers.attnres import attn_res, is_zero, uniform_blend
+from k3chat_model.layers.attnres import Blocks, attn_res, is_zero, uniform_blend
 from k3chat_model.layers.moe import SparseMoE
 from k3chat_model.loading import load_model
 
@@ -24,6 +24,19 @@ def test_uniform_blend_is_bitwise_the_full_blend_with_a_zero_query(dtype, n_bloc
     blocks = [(torch.randn(2, 37, H, generator=g) * s).to(dtype) for s in (1.0, 5.0, 0.1, 2.0, 9.0, 0.5)[:n_blocks]]
     full = attn_res(prefix, blocks, torch.randn(H, generator=g), torch.zeros(1, H), 1e-5)
     assert torch.equal(uniform_blend(prefix, blocks), full)
+
+
+def test_blocks_shared_by_several_sites_give_each_site_the_full_blend():
+    g = torch.Generator().manual_seed(7)
+    blocks = Blocks((torch.randn(1, 11, 32, generator=g) * s).to(torch.bfloat16) for s in (1.0, 4.0, 0.3))
+    for _ in range(3):  # later sites reuse the sum over the blocks, with a new prefix each
+        prefix = torch.randn(1, 11, 32, generator=g).to(torch.bfloat16)
+        full = attn_res(prefix, blocks, torch.ones(32), torch.zeros(1, 32), 1e-5)
+        assert torch.equal(uniform_blend(prefix, blocks), full)
+    assert blocks.uniform_partial is not None
+    blocks.append(prefix)  # a changed list is summed afresh, not served a stale sum
+    assert torch.equal(uniform_blend(prefix, blocks),
+                       attn_res(prefix, blocks, torch.ones(32), torch.zeros(1, 32), 1e-5))
 
 
 def tiny_site(weight: torch.Tensor) -> attnres.AttnResSite:
