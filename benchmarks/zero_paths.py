@@ -22,7 +22,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,12 +32,12 @@ import torch
 
 from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config, swap_in
 from k3chat_model.distill.metrics import inference_copy
-from k3chat_model.distill.stage2 import Stage2Config, train_stage2
 from k3chat_model.layers import attnres
 from k3chat_model.layers.moe import SparseMoE
 from k3chat_model.loading import load_model
 
 sys.path.insert(0, str(Path(__file__).parent))
+from stage2_step import step_seconds  # noqa: E402
 from timing import median_seconds  # noqa: E402
 
 
@@ -64,16 +63,6 @@ def decode_seconds_per_token(model, prompt: torch.Tensor, n: int) -> float:  # n
     for _ in range(n):
         nxt = model(nxt, cache).logits[:, -1].argmax(-1, keepdim=True)
     return (time.perf_counter() - t0) / n
-
-
-def stage2_step_seconds(teacher, student, kda: dict, rows: torch.Tensor, steps: int) -> float:  # noqa: ANN001
-    """Median seconds of `train_stage2` steps at LR 0 (weights unchanged between cases)."""
-    marks: list[float] = []
-    cfg = Stage2Config((steps + 2) * rows.numel(), batch=len(rows), lr=0.0, ckpt_seconds=1e9, top1_weight=0.5)
-    with tempfile.TemporaryDirectory() as tmp:
-        train_stage2(teacher, student, kda, rows, torch.ones_like(rows), cfg, Path(tmp) / "s2.pt",
-                     on_step=lambda _s: marks.append(time.perf_counter()))  # fmt: skip
-    return statistics.median(b - a for a, b in zip(marks[1:], marks[2:]))  # first step warms up
 
 
 def main() -> None:
@@ -112,8 +101,8 @@ def main() -> None:
         "hybrid decode after 256 tokens (s/token)": lambda: decode_seconds_per_token(hybrid, prompt, a.decode_tokens),
     }
     if not a.skip_stage2:
-        cases["stage-2 step, 2 x 512, all KDA training (s)"] = lambda: stage2_step_seconds(
-            teacher, student, kda, rows, a.steps)
+        cases["stage-2 step, 2 x 512, all KDA training (s)"] = lambda: step_seconds(
+            teacher, student, kda, list(kda), rows, a.steps)
     times: dict[str, dict[str, list[float]]] = {k: {"shortcut": [], "full": []} for k in cases}
     for _ in range(a.rounds):
         for name, fn in cases.items():
