@@ -18,6 +18,8 @@ import functools
 import torch
 from torch import nn
 
+from .zero import is_zero
+
 
 def attn_res(prefix: torch.Tensor, blocks: list[torch.Tensor], w_norm: torch.Tensor,
              w_q: torch.Tensor, eps: float) -> torch.Tensor:
@@ -68,22 +70,6 @@ def uniform_blend(prefix: torch.Tensor, blocks: list[torch.Tensor]) -> torch.Ten
         if isinstance(blocks, Blocks):
             blocks.uniform_partial = (len(blocks), partial)
     return (partial + prefix.float() * p).to(prefix.dtype)
-
-
-def is_zero(weight: torch.Tensor, memo: dict) -> bool:
-    """Whether `weight` is all zeros, remembered until the tensor changes.
-
-    The key is the tensor's storage address and autograd version (bumped by every in-place
-    write: `copy_`, optimizer steps), so the scan runs once per new weight, not per call (on a
-    GPU it would be a host sync per layer). Edits through `.data` bypass the version: replace
-    the parameter instead. A weight on the meta device (offloaded, not loaded) counts as nonzero.
-    """
-    if weight.device.type == "meta":
-        return False
-    key = (weight.data_ptr(), weight._version, weight.device)
-    if memo.get("key") != key:
-        memo["key"], memo["zero"] = key, not bool(weight.any())
-    return memo["zero"]
 
 
 class AttnResSite(nn.Module):

@@ -17,9 +17,9 @@ import torch
 from torch import nn
 
 from ..config import K3Config
-from .attnres import is_zero
 from .mlp import Expert, GatedMLP
 from .norm import RMSNorm
+from .zero import is_zero
 
 
 class Router(nn.Module):

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from k3chat_model.layers import attnres
-from k3chat_model.layers.attnres import Blocks, attn_res, is_zero, uniform_blend
+from k3chat_model.layers.attnres import Blocks, attn_res, uniform_blend
 from k3chat_model.layers.moe import SparseMoE
+from k3chat_model.layers.zero import is_zero
 from k3chat_model.loading import load_model
 
 
