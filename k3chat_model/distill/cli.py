@@ -9,6 +9,7 @@ distill timed  RUN --device cuda --seconds S [--fresh-replies N] [--batch N] [--
 distill attribute RUN [--set chat|assistant|quiz|both|all] [--selection] [--add-from RUN2]
 distill restore RUN NEW --layers 19,22
 distill seed   RUN [--delta FILE] [--teacher DIR]
+distill window RUN --tokens N [--span S] [--lr X]
 """
 
 from __future__ import annotations
@@ -257,7 +258,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     tm.add_argument("--teacher", type=Path, help="teacher dir (default: the run's)")
     tm.add_argument("--data-dir", type=Path, help="data dir (default: the run's)")
+    wd = sub.add_parser(
+        "window",
+        help="stage 1w, after `run --until stage1b`: train the new KDA layers so the stream "
+        "the layers above them read matches the hybrid the run grows from; the result "
+        "replaces them in stage1b.pt (the old file is kept as stage1b-prewindow.pt)",
+    )
+    wd.add_argument("run_dir", type=Path)
+    wd.add_argument("--tokens", type=int, required=True, help="training tokens")
+    wd.add_argument(
+        "--span", type=int, default=6, help="layers above each new one whose input is matched"
+    )
+    wd.add_argument("--lr", type=float, default=3e-4, help="peak learning rate")
+    wd.add_argument("--batch", type=int, default=4, help="rows of 512 tokens per step")
+    wd.add_argument("--threads", type=int, help="torch threads (default: the run's)")
     return p
+
+
+def _window(a: argparse.Namespace) -> int:
+    from .ckpt import StopFlag
+    from .window import WindowConfig, window_run
+
+    cfg = WindowConfig(a.tokens, span=a.span, lr=a.lr, batch=a.batch)
+    _hint_wait_policy(a.threads or 1)
+    s = window_run(a.run_dir, cfg, StopFlag().install(), threads=a.threads)
+    print(json.dumps({k: s[k] for k in ("step", "tokens", "done", "loss")}))
+    return 0 if s["done"] else 130
 
 
 def _timed(a: argparse.Namespace) -> int:
@@ -447,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
             "restore": _restore,
             "timed": _timed,
             "seed": _seed,
+            "window": _window,
         }
         return commands[a.cmd](a)
     except K3Error as e:

@@ -58,6 +58,13 @@ def capture(
     The pass stops at the last requested layer: a growth run trains one layer of 30, and
     running the teacher's layers above it would be wasted work.
     """
+    return capture_stream(teacher, ids, layers)
+
+
+def capture_stream(
+    teacher: K3ForCausalLM, ids: torch.Tensor, layers: list[int]
+) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+    """`capture` under the caller's grad mode: differentiable where the caller trains (1w)."""
     got: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     last = max(layers)
     hooks = []
