@@ -9,8 +9,7 @@ tokens (sessions 14, 15, 35).
 
 1w sits between them: block reconstruction, as post-training quantisation does it. With every
 other weight frozen, the new layers train so that the token-mixer inputs of the `span` layers
-above each of them (and their own outputs) match the *reference*: the hybrid the run grows
-from (the `--init-from` layers swapped in, softmax attention still at the new layers), which
+above each of them match the *reference*: the hybrid the run grows from (the `--init-from` layers swapped in, softmax attention still at the new layers), which
 passed the gate. The pass stops at the highest point and never computes the logits.
 
 The result replaces the new layers in `stage1b.pt` (the old file is kept as
@@ -60,13 +59,15 @@ def rel_mse(y_hat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def window_loss(
     got: dict[int, tuple[torch.Tensor, torch.Tensor]],
     ref: dict[int, tuple[torch.Tensor, torch.Tensor]],
-    new: list[int],
     points: list[int],
 ) -> torch.Tensor:
-    """Mean relative MSE over each new layer's output and each point's token-mixer input."""
-    terms = [rel_mse(got[i][1], ref[i][1]) for i in new]
-    terms += [rel_mse(got[p][0], ref[p][0]) for p in points]
-    return torch.stack(terms).mean()
+    """Mean relative MSE of the token-mixer inputs at `points`.
+
+    The new layers' own outputs are not a term: on the 13-layer run their relative error
+    was 0.11 where the inputs above read 0.001–0.0035, so it would outweigh every point and
+    the loss would be stage 1's again.
+    """
+    return torch.stack([rel_mse(got[p][0], ref[p][0]) for p in points]).mean()
 
 
 def _with_students(model: K3ForCausalLM, students: dict[int, nn.Module]) -> dict[int, nn.Module]:
@@ -95,7 +96,8 @@ def train_window(
         raise ValueError(f"layers {overlap} are both trained and context")
     n_layers = len(model.model.layers)
     points = window_points(new, cfg.span, n_layers)
-    watched = sorted(set(new) | set(points))
+    if not points:
+        raise ConfigError(f"no layer above {new} to match", hint="1w needs --span 1 or more")
     model.requires_grad_(False)
     params = [p for i in new for p in students[i].parameters()]
     for p in params:
@@ -123,7 +125,7 @@ def train_window(
         while state["step"] < total_steps and not (stop and stop.stop):
             idx = [(state["cursor"] + j) % len(rows) for j in range(cfg.batch)]
             ids = rows[idx].long().to(device)
-            ref = capture(model, ids, watched)  # the reference: softmax still at `new`
+            ref = capture(model, ids, points)  # the reference: softmax still at `new`
             lr = lr_at(state["step"], total_steps, cfg.lr, cfg.warmup_steps, cfg.min_lr_frac)
             for gr in opt.param_groups:
                 gr["lr"] = lr
@@ -131,10 +133,10 @@ def train_window(
             old = _with_students(model, students)
             try:
                 with torch.autocast(device.type, dtype=torch.bfloat16):
-                    got = capture_stream(model, ids, watched)
+                    got = capture_stream(model, ids, points)
             finally:
                 _with_students(model, old)
-            loss = window_loss(got, ref, new, points)
+            loss = window_loss(got, ref, points)
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip)
             if torch.isfinite(norm):

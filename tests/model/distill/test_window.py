@@ -23,6 +23,7 @@ from k3chat_model.distill.window import (
     window_points,
     window_run,
 )
+from k3chat_model.errors import ConfigError
 
 
 def test_window_points_are_the_span_above_each_new_layer() -> None:
@@ -53,13 +54,12 @@ def _rows(n: int = 8, t: int = 32) -> torch.Tensor:
 def _loss(teacher, students, context, rows, span: int) -> float:
     new = sorted(students)
     points = window_points(new, span, len(teacher.model.layers))
-    watched = sorted(set(new) | set(points))
     dtype = teacher.model.embed_tokens.weight.dtype
     with swapped(teacher, context, dtype):
-        ref = capture(teacher, rows, watched)
+        ref = capture(teacher, rows, points)
         with swapped(teacher, students, dtype):
-            got = capture(teacher, rows, watched)
-    return window_loss(got, ref, new, points).item()
+            got = capture(teacher, rows, points)
+    return window_loss(got, ref, points).item()
 
 
 def test_training_lowers_the_window_loss_and_moves_only_the_new_layer(
@@ -168,9 +168,13 @@ def test_window_refuses_a_run_whose_stage2_has_started(
     assert "stage 2 has started" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("state", [{"done": ["data"]}])
-def test_window_refuses_a_run_before_stage1b(teacher, teacher_dir, tmp_path, capsys, state) -> None:
+def test_window_refuses_a_span_with_nothing_to_match(teacher, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no layer above"):
+        train_window(teacher, _layers(teacher, [3]), {}, _rows(), WindowConfig(64), tmp_path / "w")
+
+
+def test_window_refuses_a_run_before_stage1b(teacher, teacher_dir, tmp_path, capsys) -> None:
     run = _grown_run(teacher, teacher_dir, tmp_path / "run")
-    ckpt.write_json(run / "state.json", state)
+    ckpt.write_json(run / "state.json", {"done": ["data"]})
     assert main(["window", str(run), "--tokens", "128"]) != 0
     assert "stage 1b is not done" in capsys.readouterr().err
