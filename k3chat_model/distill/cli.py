@@ -9,7 +9,7 @@ distill timed  RUN --device cuda --seconds S [--fresh-replies N] [--batch N] [--
 distill attribute RUN [--set chat|assistant|quiz|both|all] [--selection] [--add-from RUN2]
 distill restore RUN NEW --layers 19,22
 distill seed   RUN [--delta FILE] [--teacher DIR]
-distill window RUN --tokens N [--span S] [--lr X]
+distill window RUN --tokens N [--span S] [--lr X] [--adapt-lr-scale F]
 """
 
 from __future__ import annotations
@@ -89,9 +89,7 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         help="weight of cross-entropy on the teacher's argmax added to stage 2's KL (default 0)",
     )
-    r.add_argument(
-        "--until", choices=["data", "stage1", "stage1b"], help="stop after this phase"
-    )
+    r.add_argument("--until", choices=["data", "stage1", "stage1b"], help="stop after this phase")
     s = sub.add_parser("status", help="phases done, tokens, last progress line")
     s.add_argument("run_dir", type=Path)
     g = sub.add_parser("gate", help="export the delta and run the quality gate on it")
@@ -271,6 +269,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     wd.add_argument("--lr", type=float, default=3e-4, help="peak learning rate")
     wd.add_argument("--batch", type=int, default=4, help="rows of 512 tokens per step")
+    wd.add_argument(
+        "--adapt-lr-scale",
+        type=float,
+        default=0.0,
+        help="the --init-from layers between a new layer and the highest matched input train "
+        "too, at this multiple of the LR (default 0: frozen)",
+    )
     wd.add_argument("--threads", type=int, help="torch threads (default: the run's)")
     return p
 
@@ -279,7 +284,7 @@ def _window(a: argparse.Namespace) -> int:
     from .ckpt import StopFlag
     from .window import WindowConfig, window_run
 
-    cfg = WindowConfig(a.tokens, span=a.span, lr=a.lr, batch=a.batch)
+    cfg = WindowConfig(a.tokens, span=a.span, lr=a.lr, batch=a.batch, adapt_scale=a.adapt_lr_scale)
     _hint_wait_policy(a.threads or 1)
     s = window_run(a.run_dir, cfg, StopFlag().install(), threads=a.threads)
     print(json.dumps({k: s[k] for k in ("step", "tokens", "done", "loss")}))

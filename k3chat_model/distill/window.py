@@ -45,6 +45,10 @@ class WindowConfig:
     min_lr_frac: float = 0.1
     clip: float = 1.0
     ckpt_seconds: float = 240.0
+    adapt_scale: float = 0.0
+    """LR multiplier of the context layers inside the window (between a new layer and the
+    highest point), which then adapt around it as block reconstruction lets a whole block
+    move; 0 keeps them frozen."""
 
 
 def window_points(new: list[int], span: int, n_layers: int) -> list[int]:
@@ -87,26 +91,39 @@ def train_window(
     ckpt_path: Path,
     log_path: Path | None = None,
     stop: ckpt.StopFlag | None = None,
+    adapt: dict[int, TrainableKDA] | None = None,
 ) -> dict:
     """Train `students` (new layers, fp32) in place inside `model` (the frozen teacher, with
-    `context` swapped in) until `cfg.tokens`; resumes from `ckpt_path`. Returns the state
-    {"step", "tokens", "cursor", "done", "loss"}."""
+    `context` swapped in) until `cfg.tokens`; resumes from `ckpt_path`. `adapt`: context layers
+    (fp32 trainable copies) that train too, at `cfg.adapt_scale` × the LR; the reference keeps
+    their weights as they were on entry. Returns the state {"step", "tokens", "cursor",
+    "done", "loss"}."""
     new = sorted(students)
+    adapt = adapt or {}
     if overlap := sorted(set(context) & set(new)):
         raise ValueError(f"layers {overlap} are both trained and context")
+    if stray := sorted(set(adapt) - set(context)):
+        raise ValueError(f"adapted layers {stray} are not context layers")
+    live = students | adapt
     n_layers = len(model.model.layers)
     points = window_points(new, cfg.span, n_layers)
     if not points:
         raise ConfigError(f"no layer above {new} to match", hint="1w needs --span 1 or more")
     model.requires_grad_(False)
-    params = [p for i in new for p in students[i].parameters()]
+    groups = [(1.0, [p for i in new for p in students[i].parameters()])]
+    if adapt:
+        groups.append((cfg.adapt_scale, [p for i in sorted(adapt) for p in adapt[i].parameters()]))
+    params = [p for _, ps in groups for p in ps]
     for p in params:
         p.requires_grad_(True)
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    opt = torch.optim.AdamW(
+        [{"params": ps, "scale": scale} for scale, ps in groups],
+        lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0,
+    )  # fmt: skip
     state = {"step": 0, "tokens": 0, "cursor": 0, "done": False, "loss": None}
     if (saved := ckpt.load(ckpt_path)) is not None:
-        for i in new:
-            students[i].load_state_dict(saved["layers"][i])
+        for i, mod in live.items():
+            mod.load_state_dict(saved["layers"][i])
         opt.load_state_dict(saved["opt"])
         state = saved["state"]
     step_tokens = cfg.batch * rows.shape[1]
@@ -114,12 +131,12 @@ def train_window(
     prog = ckpt.Progress("window", total_steps * step_tokens, state["tokens"], log_path)
 
     def save() -> None:
-        ckpt.save_training(ckpt_path, students, new, opt, state)
+        ckpt.save_training(ckpt_path, live, sorted(live), opt, state)
 
     last_save = time.time()
     dtype = model.model.embed_tokens.weight.dtype
     device = params[0].device
-    for m in students.values():
+    for m in live.values():
         m.train()
     with swapped(model, context, dtype):
         while state["step"] < total_steps and not (stop and stop.stop):
@@ -128,9 +145,9 @@ def train_window(
             ref = capture(model, ids, points)  # the reference: softmax still at `new`
             lr = lr_at(state["step"], total_steps, cfg.lr, cfg.warmup_steps, cfg.min_lr_frac)
             for gr in opt.param_groups:
-                gr["lr"] = lr
+                gr["lr"] = lr * gr["scale"]
             opt.zero_grad(set_to_none=True)
-            old = _with_students(model, students)
+            old = _with_students(model, live)
             try:
                 with torch.autocast(device.type, dtype=torch.bfloat16):
                     got = capture_stream(model, ids, points)
@@ -192,19 +209,23 @@ def window_run(
         mods[i] = mod
     students = {i: mods[i] for i in new}
     context = {i: m for i, m in mods.items() if i not in new}
+    top = max(window_points(new, cfg.span, model.config.num_hidden_layers), default=-1)
+    adapt = {i: m for i, m in context.items() if min(new) < i < top} if cfg.adapt_scale else {}
     d = torch.load(run / "data" / "rows.pt")
     rows = interleave(d["chat"][0], d["assist"][0], every=2)
     s = train_window(model, students, context, rows, cfg, run / "window.pt",
-                     run / "train_log.jsonl", stop)  # fmt: skip
+                     run / "train_log.jsonl", stop, adapt)  # fmt: skip
     if not s["done"]:
         return s
     if not (run / "stage1b-prewindow.pt").exists():
         ckpt.copy_atomic(run / "stage1b.pt", run / "stage1b-prewindow.pt")
     out = dict(b1)
-    out["layers"] = {i: (students[i].state_dict() if i in students else sd)
+    trained = students | adapt
+    out["layers"] = {i: (trained[i].state_dict() if i in trained else sd)
                      for i, sd in b1["layers"].items()}  # fmt: skip
     ckpt.save_atomic(out, run / "stage1b.pt")
     st["window_tokens"] = s["tokens"]
     ckpt.write_json(run / "state.json", st)
-    _log(run, f"window: {s['tokens']} tokens, span {cfg.span}, layers {new} -> stage1b.pt")
+    _log(run, f"window: {s['tokens']} tokens, span {cfg.span}, layers {new} "
+         f"(adapted {sorted(adapt)} at {cfg.adapt_scale}x) -> stage1b.pt")  # fmt: skip
     return s

@@ -83,6 +83,31 @@ def test_training_lowers_the_window_loss_and_moves_only_the_new_layer(
     assert type(teacher.model.layers[1].self_attn).__name__ == "GQAAttention"  # put back
 
 
+def test_adapted_context_layers_train_while_the_reference_keeps_their_old_weights(
+    teacher, tmp_path: Path
+) -> None:
+    context = _layers(teacher, [2], scale=0.02)
+    start = {k: v.clone() for k, v in context[2].state_dict().items()}
+    students = _layers(teacher, [1])
+    rows = _rows()
+    before = _loss(teacher, students, context, rows, span=2)
+
+    cfg = WindowConfig(tokens=40 * 4 * 32, span=2, lr=3e-3, warmup_steps=2, adapt_scale=0.5)
+    train_window(teacher, students, context, rows, cfg, tmp_path / "w.pt", adapt=context)
+
+    moved = context[2].state_dict()
+    assert not torch.equal(moved["o_proj.weight"], start["o_proj.weight"])
+    # scored against the reference with layer 2's starting weights, as training was
+    reference = _layers(teacher, [2], scale=0.02)
+    assert all(torch.equal(reference[2].state_dict()[k], v) for k, v in start.items())
+    adapted = dict(students)
+    with swapped(teacher, reference, teacher.model.embed_tokens.weight.dtype):
+        ref = capture(teacher, rows, [2, 3])
+        with swapped(teacher, adapted | context, teacher.model.embed_tokens.weight.dtype):
+            got = capture(teacher, rows, [2, 3])
+    assert window_loss(got, ref, [2, 3]).item() < 0.7 * before
+
+
 def test_an_interrupted_run_resumes_to_the_same_weights(teacher, tmp_path: Path) -> None:
     class StopAfter:
         def __init__(self, n: int) -> None:
@@ -178,3 +203,13 @@ def test_window_refuses_a_run_before_stage1b(teacher, teacher_dir, tmp_path, cap
     ckpt.write_json(run / "state.json", {"done": ["data"]})
     assert main(["window", str(run), "--tokens", "128"]) != 0
     assert "stage 1b is not done" in capsys.readouterr().err
+
+
+def test_window_cli_with_adapt_writes_the_adapted_layer_too(teacher, teacher_dir, tmp_path) -> None:
+    run = _grown_run(teacher, teacher_dir, tmp_path / "run")
+    before = ckpt.load(run / "stage1b.pt")["layers"]
+    argv = ["window", str(run), "--tokens", "512", "--span", "2", "--lr", "3e-3"]
+    assert main([*argv, "--adapt-lr-scale", "0.5"]) == 0
+    after = ckpt.load(run / "stage1b.pt")["layers"]
+    for i in (1, 2):
+        assert not torch.equal(after[i]["o_proj.weight"], before[i]["o_proj.weight"]), i
