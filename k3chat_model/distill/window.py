@@ -122,6 +122,11 @@ def train_window(
     )  # fmt: skip
     state = {"step": 0, "tokens": 0, "cursor": 0, "done": False, "loss": None}
     if (saved := ckpt.load(ckpt_path)) is not None:
+        if set(saved["layers"]) != set(live):
+            raise ConfigError(
+                f"{ckpt_path} trains layers {sorted(saved['layers'])}, this run {sorted(live)}",
+                hint=f"finish it with its own settings, or delete {ckpt_path} to start over",
+            )
         for i, mod in live.items():
             mod.load_state_dict(saved["layers"][i])
         opt.load_state_dict(saved["opt"])

@@ -213,3 +213,16 @@ def test_window_cli_with_adapt_writes_the_adapted_layer_too(teacher, teacher_dir
     after = ckpt.load(run / "stage1b.pt")["layers"]
     for i in (1, 2):
         assert not torch.equal(after[i]["o_proj.weight"], before[i]["o_proj.weight"]), i
+
+
+def test_a_window_checkpoint_of_other_layers_is_a_one_line_error(
+    teacher, teacher_dir, tmp_path, capsys
+) -> None:
+    run = _grown_run(teacher, teacher_dir, tmp_path / "run")
+    argv = ["window", str(run), "--tokens", "256", "--span", "2"]
+    assert main(argv) == 0
+    (run / "stage1b.pt").unlink()
+    (run / "stage1b-prewindow.pt").rename(run / "stage1b.pt")
+    assert main([*argv, "--adapt-lr-scale", "0.5"]) == 2  # window.pt holds layer 1 only
+    err = capsys.readouterr().err
+    assert "delete" in err and "Traceback" not in err
