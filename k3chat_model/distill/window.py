@@ -32,19 +32,17 @@ from . import ckpt
 from .hybrid import kda_config
 from .kda_train import TrainableKDA
 from .metrics import swapped
-from .stage1 import capture, capture_stream, lr_at
+from .stage1 import Stage1Config, capture, capture_stream, lr_at
 
 
 @dataclass
-class WindowConfig:
-    tokens: int
-    span: int = 6
-    batch: int = 4
+class WindowConfig(Stage1Config):
+    """Stage 1's schedule and checkpointing, a lower peak LR (it continues trained layers)."""
+
     lr: float = 3e-4
-    warmup_steps: int = 10
     min_lr_frac: float = 0.1
-    clip: float = 1.0
-    ckpt_seconds: float = 240.0
+    span: int = 6
+    """Layers above each new one whose token-mixer input is matched."""
     adapt_scale: float = 0.0
     """LR multiplier of the context layers inside the window (between a new layer and the
     highest point), which then adapt around it as block reconstruction lets a whole block
