@@ -36,7 +36,9 @@ def layer_list(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
-def step_seconds(teacher, student, kda: dict, train: list[int], rows, repeats: int) -> float:  # noqa: ANN001
+def step_seconds(  # noqa: ANN001
+    teacher, student, kda: dict, train: list[int], rows, repeats: int, tvd_weight: float = 0.0
+) -> float:
     """Median seconds of `train_stage2` steps with only `train` learning (the rest at LR scale 0,
     frozen); LR 0, so the weights stay as they are between cases."""
     marks: list[float] = []
@@ -46,6 +48,7 @@ def step_seconds(teacher, student, kda: dict, train: list[int], rows, repeats: i
         lr=0.0,
         ckpt_seconds=1e9,
         top1_weight=0.5,
+        tvd_weight=tvd_weight,
         lr_scale={i: 0.0 for i in kda if i not in train},
     )
     with tempfile.TemporaryDirectory() as tmp:

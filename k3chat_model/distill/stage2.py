@@ -33,6 +33,7 @@ from ..errors import ConfigError
 from ..model import K3ForCausalLM
 from . import ckpt
 from .experts import load_routed, routed_params
+from .fused_loss import fused_kd_loss
 from .kda_train import TrainableKDA
 from .stage1 import lr_at
 
@@ -66,10 +67,15 @@ def kd_loss(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Mean KL(teacher‖student), mean cross-entropy of the student on the teacher's argmax token
     and (if `tvd`) mean total variation distance, over positions whose next token is in `mask`.
-    `tvd=False` skips a vocab-sized exp and its autograd buffer on the training hot path."""
+    The plain reference of `fused_loss.fused_kd_loss`, which training uses; float64 logits are
+    kept in float64 (tests), anything else is computed in fp32."""
+
+    def up(x: torch.Tensor) -> torch.Tensor:
+        return x if x.dtype == torch.float64 else x.float()
+
     m = mask[:, 1:].bool()
-    t = t_logits[:, :-1][m].float().log_softmax(-1)
-    s = s_logits[:, :-1][m].float().log_softmax(-1)
+    t = up(t_logits[:, :-1][m]).log_softmax(-1)
+    s = up(s_logits[:, :-1][m]).log_softmax(-1)
     t_p = t.exp()
     kl = (t_p * (t - s)).sum(-1).mean()
     ce = -s.gather(-1, t.argmax(-1, keepdim=True)).mean()
@@ -162,12 +168,7 @@ def train_stage2(
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=torch.bfloat16):
             s_logits = student(ids).logits
-        kl, ce, tvd = kd_loss(t_logits, s_logits, m, tvd=bool(cfg.tvd_weight))
-        loss = kl
-        if cfg.top1_weight:
-            loss = loss + cfg.top1_weight * ce
-        if tvd is not None:
-            loss = loss + cfg.tvd_weight * tvd
+        loss, kl, ce, tvd = fused_kd_loss(t_logits, s_logits, m, cfg.top1_weight, cfg.tvd_weight)
         del s_logits
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip)
@@ -187,7 +188,7 @@ def train_stage2(
             kl_ema=ema,
             top1_ce=ce.item(),
             skipped=int(not torch.isfinite(norm)),
-            **({"tvd": tvd.item()} if tvd is not None else {}),
+            **({"tvd": tvd.item()} if cfg.tvd_weight else {}),
         )
         if on_step:
             on_step(state)

@@ -1,0 +1,97 @@
+"""Stage 2's fused loss (`fused_loss.fused_kd_loss`) against the autograd reference
+(`stage2.kd_loss`): the loss alone, and whole CPU stage-2 steps, side by side in one process.
+
+    OMP_WAIT_POLICY=ACTIVE python benchmarks/fused_loss.py ~/.cache/k3chat/models/k3-smol-teacher
+
+Both at k3-smol's vocabulary, batch 2 × 512, top-1 weight 0.5 and TVD weight 1 (the CPU recipe
+since session 29). Alternates the two, medians; prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import k3chat_model  # noqa: F401  (sets OMP_WAIT_POLICY before torch loads)
+
+# isort: split
+import torch
+from stage2_step import step_seconds
+
+from k3chat_model.distill import stage2
+from k3chat_model.distill.fused_loss import fused_kd_loss
+from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config, swap_in
+from k3chat_model.loading import load_model
+
+
+def reference_loss(t_logits, s_logits, mask, top1_weight, tvd_weight):  # noqa: ANN001, ANN201
+    """`fused_kd_loss`'s contract built from the plain autograd `kd_loss`."""
+    kl, ce, tv = stage2.kd_loss(t_logits, s_logits, mask, tvd=bool(tvd_weight))
+    loss = kl + top1_weight * ce + (tvd_weight * tv if tv is not None else 0.0)
+    return loss, kl, ce, tv if tv is not None else kl.new_zeros(())
+
+
+def loss_seconds(fn, t_logits, base, mask) -> float:  # noqa: ANN001
+    s = base.clone().requires_grad_(True)
+    start = time.perf_counter()
+    loss, *_ = fn(t_logits, s, mask, 0.5, 1.0)
+    loss.backward()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("teacher", type=Path, help="teacher-equivalent k3-smol checkpoint dir")
+    ap.add_argument("--kda", default="4,5,6,7,9,11,12,13,16,18,19,24,26,27,28,29")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5, help="loss timings and steps per case")
+    ap.add_argument("--rounds", type=int, default=2, help="alternations of the two step cases")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    teacher = load_model(a.teacher, dtype=torch.bfloat16).eval()
+    student = load_model(a.teacher, dtype=torch.bfloat16)
+    layers = [int(x) for x in a.kda.split(",") if x]
+    kcfg = kda_config(student.config, list(range(student.config.num_hidden_layers)))
+    kda = {i: init_kda_from_gqa(student.model.layers[i].self_attn, kcfg, i) for i in layers}
+    swap_in(student, kda)
+    vocab = student.config.vocab_size
+    g = torch.Generator().manual_seed(0)
+    t_logits = (3 * torch.randn(2, 512, vocab, generator=g)).bfloat16()
+    base = (3 * torch.randn(2, 512, vocab, generator=g)).bfloat16()
+    mask = torch.ones(2, 512)
+    rows = torch.randint(0, vocab, (2, 512), generator=g)
+
+    cases = {"reference (autograd)": reference_loss, "fused": fused_kd_loss}
+    loss_t: dict[str, list[float]] = {k: [] for k in cases}
+    for fn in cases.values():
+        loss_seconds(fn, t_logits, base, mask)  # warm-up
+    for _ in range(a.repeats):
+        for name, fn in cases.items():
+            loss_t[name].append(loss_seconds(fn, t_logits, base, mask))
+    step_t: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(a.rounds):
+        for name, fn in cases.items():
+            stage2.fused_kd_loss = fn  # what train_stage2 calls
+            step_t[name].append(step_seconds(teacher, student, kda, layers, rows, a.repeats, 1.0))
+    stage2.fused_kd_loss = fused_kd_loss
+
+    print(
+        f"nproc {os.cpu_count()}, threads {a.threads}, load {os.getloadavg()[0]:.2f}, "
+        f"torch {torch.__version__}, {platform.machine()}, "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}"
+    )
+    print(f"vocab {vocab}; batch 2 x 512; KDA layers {layers}, all training; medians\n")
+    print("| loss | loss fwd + bwd, s | stage-2 step, s | step tok/s |\n|---|---|---|---|")
+    for name in cases:
+        step = statistics.median(step_t[name])
+        print(
+            f"| {name} | {statistics.median(loss_t[name]):.3f} | {step:.2f} | {1024 / step:.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""`fused_kd_loss` (stage 2's loss with a hand-written gradient) against the plain `kd_loss`
+in float64: same losses, same gradient with respect to the student's logits."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from k3chat_model.distill.fused_loss import fused_kd_loss
+from k3chat_model.distill.stage2 import kd_loss
+
+
+def _inputs(dtype: torch.dtype = torch.float32, seed: int = 0):  # noqa: ANN202
+    g = torch.Generator().manual_seed(seed)
+    t = (3 * torch.randn(2, 9, 64, generator=g)).to(dtype)
+    s = (3 * torch.randn(2, 9, 64, generator=g)).to(dtype)
+    s[0, 3] = t[0, 3]  # a position where student and teacher agree exactly (TVD's kink)
+    mask = torch.ones(2, 9)
+    mask[1, :4] = 0  # a prompt: positions whose next token is unmasked only
+    return t, s, mask
+
+
+def _reference(t, s, mask, top1: float, tvd: float):  # noqa: ANN001, ANN202
+    s64 = s.double().requires_grad_(True)
+    kl, ce, tv = kd_loss(t.double(), s64, mask)
+    loss = kl + top1 * ce + tvd * tv
+    loss.backward()
+    return loss.detach(), kl.detach(), ce.detach(), tv.detach(), s64.grad
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize("top1, tvd", [(0.0, 0.0), (0.5, 0.0), (0.0, 1.0), (0.5, 1.0)])
+def test_losses_and_gradient_match_the_float64_reference(top1: float, tvd: float) -> None:
+    t, s, mask = _inputs()
+    want = _reference(t, s, mask, top1, tvd)
+
+    s_leaf = s.clone().requires_grad_(True)
+    loss, kl, ce, tv = fused_kd_loss(t, s_leaf, mask, top1, tvd)
+    (3.0 * loss).backward()  # the upstream gradient scales it
+
+    for got, ref in zip((loss, kl, ce, tv), want[:4], strict=True):
+        assert abs(got.item() - ref.item()) <= 1e-5 * abs(ref.item()) + 1e-7
+    assert _rel(s_leaf.grad, 3.0 * want[4]) < 1e-5
+    assert torch.all(s_leaf.grad[1, :3] == 0) and torch.all(s_leaf.grad[:, -1] == 0)
+    assert not kl.requires_grad and not ce.requires_grad and not tv.requires_grad
+
+
+def test_bf16_logits_get_a_bf16_gradient_close_to_the_reference() -> None:
+    t, s, mask = _inputs(torch.bfloat16, seed=1)
+    want = _reference(t, s, mask, 0.5, 1.0)
+    s_leaf = s.clone().requires_grad_(True)
+    loss, *_ = fused_kd_loss(t, s_leaf, mask, 0.5, 1.0)
+    loss.backward()
+    assert s_leaf.grad.dtype == torch.bfloat16
+    assert abs(float(loss) - float(want[0])) < 1e-5 * float(want[0])
+    assert _rel(s_leaf.grad, want[4]) < 1e-2  # bf16 rounding of the gradient itself
+
+
+def test_a_batch_with_no_scored_position_gives_zero_loss_and_gradient() -> None:
+    t, s, _ = _inputs()
+    s_leaf = s.clone().requires_grad_(True)
+    loss, *_ = fused_kd_loss(t, s_leaf, torch.zeros(2, 9), 0.5, 1.0)
+    loss.backward()
+    assert float(loss) == 0.0 and torch.all(s_leaf.grad == 0)
