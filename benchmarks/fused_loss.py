@@ -20,12 +20,10 @@ import k3chat_model  # noqa: F401  (sets OMP_WAIT_POLICY before torch loads)
 
 # isort: split
 import torch
-from stage2_step import step_seconds
+from stage2_step import hybrid_pair, step_seconds
 
 from k3chat_model.distill import stage2
 from k3chat_model.distill.fused_loss import fused_kd_loss
-from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config, swap_in
-from k3chat_model.loading import load_model
 
 
 def reference_loss(t_logits, s_logits, mask, top1_weight, tvd_weight):  # noqa: ANN001, ANN201
@@ -52,12 +50,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="alternations of the two step cases")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    teacher = load_model(a.teacher, dtype=torch.bfloat16).eval()
-    student = load_model(a.teacher, dtype=torch.bfloat16)
     layers = [int(x) for x in a.kda.split(",") if x]
-    kcfg = kda_config(student.config, list(range(student.config.num_hidden_layers)))
-    kda = {i: init_kda_from_gqa(student.model.layers[i].self_attn, kcfg, i) for i in layers}
-    swap_in(student, kda)
+    teacher, student, kda = hybrid_pair(a.teacher, layers)
     vocab = student.config.vocab_size
     g = torch.Generator().manual_seed(0)
     t_logits = (3 * torch.randn(2, 512, vocab, generator=g)).bfloat16()

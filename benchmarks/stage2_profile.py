@@ -25,11 +25,10 @@ import k3chat_model  # noqa: F401  (sets OMP_WAIT_POLICY before torch loads)
 
 # isort: split
 import torch
+from stage2_step import hybrid_pair
 from torch.profiler import ProfilerActivity, profile
 
-from k3chat_model.distill.hybrid import init_kda_from_gqa, kda_config, swap_in
 from k3chat_model.distill.stage2 import Stage2Config, train_stage2
-from k3chat_model.loading import load_model
 
 GROUPS = {
     "matrix products": ("mm", "addmm", "bmm", "matmul", "linear", "baddbmm"),
@@ -60,11 +59,7 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     layers = [int(x) for x in a.kda.split(",") if x]
-    teacher = load_model(a.teacher, dtype=torch.bfloat16).eval()
-    student = load_model(a.teacher, dtype=torch.bfloat16)
-    kcfg = kda_config(student.config, list(range(student.config.num_hidden_layers)))
-    kda = {i: init_kda_from_gqa(student.model.layers[i].self_attn, kcfg, i) for i in layers}
-    swap_in(student, kda)
+    teacher, student, kda = hybrid_pair(a.teacher, layers)
     rows = torch.randint(0, student.config.vocab_size, (a.batch, a.tokens))
 
     def run(steps: int, tmp: str) -> None:

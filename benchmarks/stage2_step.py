@@ -36,6 +36,17 @@ def layer_list(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
+def hybrid_pair(teacher_dir: Path, layers: list[int]) -> tuple:
+    """(teacher, student, kda): the bf16 teacher, and a bf16 copy with `layers` swapped for fp32
+    KDA layers freshly initialised from it (a step's cost does not depend on their values)."""
+    teacher = load_model(teacher_dir, dtype=torch.bfloat16).eval()
+    student = load_model(teacher_dir, dtype=torch.bfloat16)
+    kcfg = kda_config(student.config, list(range(student.config.num_hidden_layers)))
+    kda = {i: init_kda_from_gqa(student.model.layers[i].self_attn, kcfg, i) for i in layers}
+    swap_in(student, kda)
+    return teacher, student, kda
+
+
 def step_seconds(  # noqa: ANN001
     teacher, student, kda: dict, train: list[int], rows, repeats: int, tvd_weight: float = 0.0
 ) -> float:
@@ -73,11 +84,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    teacher = load_model(a.teacher, dtype=torch.bfloat16).eval()
-    student = load_model(a.teacher, dtype=torch.bfloat16)
-    kcfg = kda_config(student.config, list(range(student.config.num_hidden_layers)))
-    kda = {i: init_kda_from_gqa(student.model.layers[i].self_attn, kcfg, i) for i in a.kda}
-    swap_in(student, kda)
+    teacher, student, kda = hybrid_pair(a.teacher, a.kda)
     rows = torch.randint(0, student.config.vocab_size, (a.batch, a.tokens))
     print(
         f"nproc {os.cpu_count()}, threads {a.threads}, load {os.getloadavg()[0]:.2f}, "
