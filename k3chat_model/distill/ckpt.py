@@ -67,6 +67,8 @@ def read_json(path: Path) -> Any | None:
 
 
 def write_json(path: Path, obj: Any) -> None:
+    """Atomically, making the folder if needed (a seeded run has no `data/` until a set is made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w") as f:
         json.dump(obj, f, indent=2)
