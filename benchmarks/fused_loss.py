@@ -1,5 +1,7 @@
-"""Stage 2's fused loss (`fused_loss.fused_kd_loss`) against the autograd reference
-(`stage2.kd_loss`): the loss alone, and whole CPU stage-2 steps, side by side in one process.
+"""Stage 2's fused losses against the autograd reference (`stage2.kd_loss`): the head and
+loss alone, and whole CPU stage-2 steps, side by side in one process. `fused_kd_loss` takes the
+logits; `fused_head_kd_loss` (stage 2's default since session 37) takes the hidden states and
+computes the head chunk by chunk.
 
     OMP_WAIT_POLICY=ACTIVE python benchmarks/fused_loss.py ~/.cache/k3chat/models/k3-smol-teacher
 
@@ -23,7 +25,7 @@ import torch
 from stage2_step import hybrid_pair, step_seconds
 
 from k3chat_model.distill import stage2
-from k3chat_model.distill.fused_loss import fused_kd_loss
+from k3chat_model.distill.fused_loss import fused_head_kd_loss, fused_kd_loss
 
 
 def reference_loss(t_logits, s_logits, mask, top1_weight, tvd_weight):  # noqa: ANN001, ANN201
@@ -33,12 +35,21 @@ def reference_loss(t_logits, s_logits, mask, top1_weight, tvd_weight):  # noqa: 
     return loss, kl, ce, tv if tv is not None else kl.new_zeros(())
 
 
-def loss_seconds(fn, t_logits, base, mask) -> float:  # noqa: ANN001
+def loss_seconds(name: str, fn, t_h, base, mask, head) -> float:  # noqa: ANN001
+    """Head and loss, forward and backward, from the hidden states as a step runs them."""
     s = base.clone().requires_grad_(True)
     start = time.perf_counter()
-    loss, *_ = fn(t_logits, s, mask, 0.5, 1.0)
+    if name == HEAD_FUSED:
+        loss, *_ = fused_head_kd_loss(t_h, s, mask, head, head, 0.5, 1.0)
+    else:
+        with torch.no_grad():
+            t_logits = t_h @ head.t()
+        loss, *_ = fn(t_logits, s @ head.t(), mask, 0.5, 1.0)
     loss.backward()
     return time.perf_counter() - start
+
+
+HEAD_FUSED = "fused with the head"
 
 
 def main() -> None:
@@ -54,24 +65,31 @@ def main() -> None:
     teacher, student, kda = hybrid_pair(a.teacher, layers)
     vocab = student.config.vocab_size
     g = torch.Generator().manual_seed(0)
-    t_logits = (3 * torch.randn(2, 512, vocab, generator=g)).bfloat16()
-    base = (3 * torch.randn(2, 512, vocab, generator=g)).bfloat16()
+    hidden = student.config.hidden_size
+    t_h = torch.randn(2, 512, hidden, generator=g).bfloat16()
+    base = torch.randn(2, 512, hidden, generator=g).bfloat16()
+    head = student.lm_head.weight.detach()
     mask = torch.ones(2, 512)
     rows = torch.randint(0, vocab, (2, 512), generator=g)
 
-    cases = {"reference (autograd)": reference_loss, "fused": fused_kd_loss}
+    cases = {
+        "reference (autograd)": reference_loss,
+        "fused": fused_kd_loss,
+        HEAD_FUSED: fused_kd_loss,
+    }
     loss_t: dict[str, list[float]] = {k: [] for k in cases}
-    for fn in cases.values():
-        loss_seconds(fn, t_logits, base, mask)  # warm-up
+    for name, fn in cases.items():
+        loss_seconds(name, fn, t_h, base, mask, head)  # warm-up
     for _ in range(a.repeats):
         for name, fn in cases.items():
-            loss_t[name].append(loss_seconds(fn, t_logits, base, mask))
+            loss_t[name].append(loss_seconds(name, fn, t_h, base, mask, head))
     step_t: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(a.rounds):
         for name, fn in cases.items():
-            stage2.fused_kd_loss = fn  # what train_stage2 calls
+            stage2.fused_kd_loss = fn  # what train_stage2 calls on the logits path
+            stage2.FUSE_HEAD = name == HEAD_FUSED
             step_t[name].append(step_seconds(teacher, student, kda, layers, rows, a.repeats, 1.0))
-    stage2.fused_kd_loss = fused_kd_loss
+    stage2.fused_kd_loss, stage2.FUSE_HEAD = fused_kd_loss, True
 
     print(
         f"nproc {os.cpu_count()}, threads {a.threads}, load {os.getloadavg()[0]:.2f}, "
@@ -79,7 +97,7 @@ def main() -> None:
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}"
     )
     print(f"vocab {vocab}; batch 2 x 512; KDA layers {layers}, all training; medians\n")
-    print("| loss | loss fwd + bwd, s | stage-2 step, s | step tok/s |\n|---|---|---|---|")
+    print("| loss | head + loss fwd + bwd, s | stage-2 step, s | step tok/s |\n|---|---|---|---|")
     for name in cases:
         step = statistics.median(step_t[name])
         print(

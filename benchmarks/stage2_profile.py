@@ -56,6 +56,8 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=2, help="profiled steps after one warm-up")
+    ap.add_argument("--by-shape", type=int, default=0, metavar="N",
+                    help="also list the N costliest operators by input shape (says which module)")  # fmt: skip
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     layers = [int(x) for x in a.kda.split(",") if x]
@@ -69,7 +71,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         run(1, tmp + "/w")  # warm-up
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=a.by_shape > 0) as prof:
             run(a.steps, tmp + "/p")
     by_group: dict[str, float] = defaultdict(float)
     by_op: dict[str, float] = defaultdict(float)
@@ -90,6 +92,12 @@ def main() -> None:
     print("\n| top operators | share |\n|---|---|")
     for op, t in sorted(by_op.items(), key=lambda kv: -kv[1])[:12]:
         print(f"| `{op}` | {100 * t / total:.1f}% |")
+    if a.by_shape:
+        print("\n| operator | input shapes | share |\n|---|---|---|")
+        shaped = sorted(prof.key_averages(group_by_input_shape=True), key=lambda e: -e.self_cpu_time_total)
+        for ev in shaped[: a.by_shape]:
+            shapes = ", ".join(str(list(s)) for s in ev.input_shapes if s)
+            print(f"| `{ev.key}` | {shapes} | {100 * ev.self_cpu_time_total / total:.1f}% |")
 
 
 if __name__ == "__main__":

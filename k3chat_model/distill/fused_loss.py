@@ -23,31 +23,41 @@ from __future__ import annotations
 import torch
 
 
+def _loss_rows(
+    t_logits: torch.Tensor, s_logits: torch.Tensor, n: int, top1_weight: float, tvd_weight: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(KL, CE, TVD sums over these rows, each / n; the weighted loss's gradient / n) for
+    [R, V] logits, one row a scored position."""
+    t_logp = t_logits.float().log_softmax(-1)
+    s_logp = s_logits.float().log_softmax(-1)
+    top = t_logp.argmax(-1, keepdim=True)
+    t_p = t_logp.exp()
+    kl = t_logp.sub_(s_logp).mul_(t_p).sum() / n  # t_logp is spent here
+    del t_logp
+    ce = -s_logp.gather(-1, top).sum() / n
+    p = s_logp.exp_()
+    grad = p - t_p  # ∂KL/∂z, and the TVD's argument
+    del t_p
+    tvd = 0.5 * torch.linalg.vector_norm(grad, ord=1) / n
+    if tvd_weight:
+        g = grad.sign().mul_(0.5)
+        c = torch.linalg.vecdot(p, g).unsqueeze(-1)
+        grad.add_(g.sub_(c).mul_(p), alpha=tvd_weight)
+        del g
+    if top1_weight:
+        grad.add_(p, alpha=top1_weight)
+        grad.scatter_add_(-1, top, torch.full_like(top, -top1_weight, dtype=grad.dtype))
+    return kl, ce, tvd, grad.div_(n)
+
+
 class _DistillLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, s_logits, t_logits, mask, top1_weight, tvd_weight):  # noqa: ANN001, ANN205
         m = mask[:, 1:].bool()
         n = max(int(m.sum()), 1)
-        t_logp = t_logits[:, :-1][m].float().log_softmax(-1)
-        s_logp = s_logits[:, :-1][m].float().log_softmax(-1)
-        top = t_logp.argmax(-1, keepdim=True)
-        t_p = t_logp.exp()
-        kl = t_logp.sub_(s_logp).mul_(t_p).sum() / n  # t_logp is spent here
-        del t_logp
-        ce = -s_logp.gather(-1, top).sum() / n
-        p = s_logp.exp_()
-        grad = p - t_p  # ∂KL/∂z, and the TVD's argument
-        del t_p
-        tvd = 0.5 * torch.linalg.vector_norm(grad, ord=1) / n
-        if tvd_weight:
-            g = grad.sign().mul_(0.5)
-            c = torch.linalg.vecdot(p, g).unsqueeze(-1)
-            grad.add_(g.sub_(c).mul_(p), alpha=tvd_weight)
-            del g
-        if top1_weight:
-            grad.add_(p, alpha=top1_weight)
-            grad.scatter_add_(-1, top, torch.full_like(top, -top1_weight, dtype=grad.dtype))
-        grad.div_(n)
+        kl, ce, tvd, grad = _loss_rows(
+            t_logits[:, :-1][m], s_logits[:, :-1][m], n, top1_weight, tvd_weight
+        )
         ctx.save_for_backward(grad, m)
         ctx.shape, ctx.dtype = s_logits.shape, s_logits.dtype
         ctx.mark_non_differentiable(kl, ce, tvd)
@@ -62,6 +72,31 @@ class _DistillLoss(torch.autograd.Function):
         return full, None, None, None, None
 
 
+class _HeadDistillLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, s_h, t_h, s_head, t_head, top1_weight, tvd_weight, rows):  # noqa: ANN001, ANN205
+        n = max(s_h.shape[0], 1)
+        d_h = torch.empty(s_h.shape, dtype=s_head.dtype, device=s_h.device)
+        sums = torch.zeros(3, dtype=torch.float32, device=s_h.device)
+        for i in range(0, s_h.shape[0], rows):
+            s_z = s_h[i : i + rows].to(s_head.dtype) @ s_head.t()
+            t_z = t_h[i : i + rows].to(t_head.dtype) @ t_head.t()
+            kl, ce, tvd, grad = _loss_rows(t_z, s_z, n, top1_weight, tvd_weight)
+            sums += torch.stack([kl, ce, tvd])
+            torch.mm(grad.to(s_head.dtype), s_head, out=d_h[i : i + rows])
+        ctx.save_for_backward(d_h)
+        ctx.dtype = s_h.dtype
+        kl, ce, tvd = sums.unbind()
+        ctx.mark_non_differentiable(kl, ce, tvd)
+        loss = kl + top1_weight * ce + tvd_weight * tvd
+        return loss, kl, ce, tvd
+
+    @staticmethod
+    def backward(ctx, g_loss, *_):  # noqa: ANN001, ANN205
+        (d_h,) = ctx.saved_tensors
+        return (d_h * g_loss).to(ctx.dtype), None, None, None, None, None, None
+
+
 def fused_kd_loss(
     t_logits: torch.Tensor,
     s_logits: torch.Tensor,
@@ -73,3 +108,37 @@ def fused_kd_loss(
     over positions whose next token is in `mask`, as `stage2.kd_loss` computes them; only the
     loss carries a gradient (to `s_logits`)."""
     return _DistillLoss.apply(s_logits, t_logits.detach(), mask, top1_weight, tvd_weight)
+
+
+HEAD_ROWS_CPU = 32
+"""Positions per chunk on the CPU: a chunk's few [rows, V] fp32 tensors (6 MB each at k3-smol's
+vocabulary) stay in the last-level cache through the loss's dozen passes."""
+
+
+def fused_head_kd_loss(
+    t_hidden: torch.Tensor,
+    s_hidden: torch.Tensor,
+    mask: torch.Tensor,
+    t_head: torch.Tensor,
+    s_head: torch.Tensor,
+    top1_weight: float = 0.0,
+    tvd_weight: float = 0.0,
+    rows: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`fused_kd_loss` of the logits `hidden @ headᵀ`, without ever holding them whole.
+
+    Why: at 2 × 512 positions and 49,152 tokens each [positions, V] tensor is 200 MB in fp32,
+    and the loss makes a dozen passes over them; chunk by chunk those passes hit the cache, the
+    logits of unscored positions are never computed, and the backward keeps only the
+    [positions, hidden] gradient. `s_head` must be frozen (its gradient is not computed); the
+    student's logits are computed in `s_head`'s dtype (bf16 under stage 2's autocast), the
+    teacher's in `t_head`'s. Hidden states are [B, T, H]; the gradient flows to `s_hidden`.
+    """
+    if s_head.requires_grad:
+        raise ValueError("fused_head_kd_loss computes no gradient for the head; it must be frozen")
+    m = mask[:, 1:].bool().to(s_hidden.device)
+    rows = rows or (HEAD_ROWS_CPU if s_hidden.device.type == "cpu" else 4096)
+    t_rows, s_rows = t_hidden.detach()[:, :-1][m], s_hidden[:, :-1][m]
+    return _HeadDistillLoss.apply(
+        s_rows, t_rows, s_head.detach(), t_head.detach(), top1_weight, tvd_weight, rows
+    )

@@ -33,9 +33,13 @@ from ..errors import ConfigError
 from ..model import K3ForCausalLM
 from . import ckpt
 from .experts import load_routed, routed_params
-from .fused_loss import fused_kd_loss
+from .fused_loss import fused_head_kd_loss, fused_kd_loss
 from .kda_train import TrainableKDA
 from .stage1 import lr_at
+
+FUSE_HEAD = True
+"""Compute the head and the loss together (`fused_head_kd_loss`); benchmarks turn it off to
+time the logits path it replaced."""
 
 
 @dataclass
@@ -149,13 +153,14 @@ def train_stage2(
         ckpt.save_training(ckpt_path, students, layers, opt, state, experts)
 
     device = params[0].device
+    fused_head = FUSE_HEAD and not student.lm_head.weight.requires_grad  # else logits, then loss
     last_save = time.time()
     ema = None
     while state["step"] < total_steps and not (stop and stop.stop):
         idx = [(state["cursor"] + j) % len(rows) for j in range(cfg.batch)]
         ids, m = rows[idx].long().to(device), mask[idx].to(device)
         with torch.no_grad():
-            t_logits = teacher(ids).logits
+            t_out = teacher.model(ids) if fused_head else teacher(ids).logits
         lr = lr_at(
             state["step"] - restart,
             total_steps - restart,
@@ -167,9 +172,15 @@ def train_stage2(
             gr["lr"] = lr * gr["scale"]
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=torch.bfloat16):
-            s_logits = student(ids).logits
-        loss, kl, ce, tvd = fused_kd_loss(t_logits, s_logits, m, cfg.top1_weight, cfg.tvd_weight)
-        del s_logits
+            s_out = student.model(ids) if fused_head else student(ids).logits
+        if fused_head:  # the head's mm in bf16, as autocast would run it
+            s_head = student.lm_head.weight.to(torch.bfloat16)
+            loss, kl, ce, tvd = fused_head_kd_loss(
+                t_out, s_out, m, teacher.lm_head.weight, s_head, cfg.top1_weight, cfg.tvd_weight
+            )
+        else:
+            loss, kl, ce, tvd = fused_kd_loss(t_out, s_out, m, cfg.top1_weight, cfg.tvd_weight)
+        del s_out
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip)
         if torch.isfinite(norm):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from k3chat_model.distill.fused_loss import fused_kd_loss
+from k3chat_model.distill.fused_loss import fused_head_kd_loss, fused_kd_loss
 from k3chat_model.distill.stage2 import kd_loss
 
 
@@ -63,5 +63,62 @@ def test_a_batch_with_no_scored_position_gives_zero_loss_and_gradient() -> None:
     t, s, _ = _inputs()
     s_leaf = s.clone().requires_grad_(True)
     loss, *_ = fused_kd_loss(t, s_leaf, torch.zeros(2, 9), 0.5, 1.0)
+    loss.backward()
+    assert float(loss) == 0.0 and torch.all(s_leaf.grad == 0)
+
+
+def _hidden(dtype: torch.dtype = torch.float64, seed: int = 2):  # noqa: ANN202
+    g = torch.Generator().manual_seed(seed)
+    t_h, s_h = (torch.randn(2, 9, 16, generator=g) for _ in range(2))
+    head = torch.randn(64, 16, generator=g)
+    t_head = head + 0.1 * torch.randn(64, 16, generator=g)  # the heads need not be one tensor
+    mask = torch.ones(2, 9)
+    mask[1, :4] = 0
+    return t_h.to(dtype), s_h.to(dtype), mask, t_head.to(dtype), head.to(dtype)
+
+
+@pytest.mark.parametrize("rows", [1, 4, 100])
+@pytest.mark.parametrize("top1, tvd", [(0.0, 0.0), (0.5, 1.0)])
+def test_the_head_fused_loss_matches_the_reference_on_the_logits(
+    rows: int, top1: float, tvd: float
+) -> None:
+    t_h, s_h, mask, t_head, s_head = _hidden()
+    s_ref = s_h.clone().requires_grad_(True)
+    kl, ce, tv = kd_loss(t_h @ t_head.t(), s_ref @ s_head.t(), mask)
+    want = kl + top1 * ce + tvd * tv
+    want.backward()
+
+    s_leaf = s_h.clone().requires_grad_(True)
+    got = fused_head_kd_loss(t_h, s_leaf, mask, t_head, s_head, top1, tvd, rows=rows)
+    (2.0 * got[0]).backward()
+
+    for a, b in zip(got, (want, kl, ce, tv), strict=True):
+        assert abs(a.item() - b.item()) <= 1e-6 * abs(b.item()) + 1e-9
+    assert _rel(s_leaf.grad, 2.0 * s_ref.grad) < 1e-6
+    assert torch.all(s_leaf.grad[1, :3] == 0) and torch.all(s_leaf.grad[:, -1] == 0)
+
+
+def test_the_head_fused_loss_in_bf16_agrees_with_the_logit_fused_loss() -> None:
+    """Stage 2's case: bf16 hidden states and heads; the logits it never holds are the ones
+    `fused_kd_loss` would get, so loss and gradient agree to bf16 rounding."""
+    t_h, s_h, mask, t_head, s_head = _hidden(torch.bfloat16)
+    s_a = s_h.clone().requires_grad_(True)
+    want = fused_kd_loss(t_h @ t_head.t(), s_a @ s_head.t(), mask, 0.5, 1.0)
+    want[0].backward()
+    s_b = s_h.clone().requires_grad_(True)
+    got = fused_head_kd_loss(t_h, s_b, mask, t_head, s_head, 0.5, 1.0, rows=5)
+    got[0].backward()
+    assert s_b.grad.dtype == torch.bfloat16
+    for a, b in zip(got, want, strict=True):
+        assert abs(a.item() - b.item()) <= 1e-5 * abs(b.item())
+    assert _rel(s_b.grad, s_a.grad.double()) < 1e-2
+
+
+def test_the_head_fused_loss_refuses_a_head_that_trains_and_scores_an_empty_mask_as_zero() -> None:
+    t_h, s_h, mask, t_head, s_head = _hidden(torch.float32)
+    with pytest.raises(ValueError, match="frozen"):
+        fused_head_kd_loss(t_h, s_h, mask, t_head, s_head.requires_grad_(True))
+    s_leaf = s_h.clone().requires_grad_(True)
+    loss, *_ = fused_head_kd_loss(t_h, s_leaf, torch.zeros(2, 9), t_head, s_head.detach(), 0.5, 1.0)
     loss.backward()
     assert float(loss) == 0.0 and torch.all(s_leaf.grad == 0)
