@@ -1,7 +1,8 @@
 """Stage 2's fused losses against the autograd reference (`stage2.kd_loss`): the head and
 loss alone, and whole CPU stage-2 steps, side by side in one process. `fused_kd_loss` takes the
 logits; `fused_head_kd_loss` (stage 2's default since session 37) takes the hidden states and
-computes the head chunk by chunk.
+computes the head chunk by chunk, optionally with the loss's chunks compiled by Inductor
+(stage 2's default on the CPU since session 37).
 
     OMP_WAIT_POLICY=ACTIVE python benchmarks/fused_loss.py ~/.cache/k3chat/models/k3-smol-teacher
 
@@ -39,8 +40,8 @@ def loss_seconds(name: str, fn, t_h, base, mask, head) -> float:  # noqa: ANN001
     """Head and loss, forward and backward, from the hidden states as a step runs them."""
     s = base.clone().requires_grad_(True)
     start = time.perf_counter()
-    if name == HEAD_FUSED:
-        loss, *_ = fused_head_kd_loss(t_h, s, mask, head, head, 0.5, 1.0)
+    if name in (HEAD_FUSED, COMPILED):
+        loss, *_ = fused_head_kd_loss(t_h, s, mask, head, head, 0.5, 1.0, compiled=name == COMPILED)
     else:
         with torch.no_grad():
             t_logits = t_h @ head.t()
@@ -50,6 +51,7 @@ def loss_seconds(name: str, fn, t_h, base, mask, head) -> float:  # noqa: ANN001
 
 
 HEAD_FUSED = "fused with the head"
+COMPILED = "fused with the head, compiled"
 
 
 def main() -> None:
@@ -76,6 +78,7 @@ def main() -> None:
         "reference (autograd)": reference_loss,
         "fused": fused_kd_loss,
         HEAD_FUSED: fused_kd_loss,
+        COMPILED: fused_kd_loss,
     }
     loss_t: dict[str, list[float]] = {k: [] for k in cases}
     for name, fn in cases.items():
@@ -87,8 +90,10 @@ def main() -> None:
     for _ in range(a.rounds):
         for name, fn in cases.items():
             stage2.fused_kd_loss = fn  # what train_stage2 calls on the logits path
-            stage2.FUSE_HEAD = name == HEAD_FUSED
-            step_t[name].append(step_seconds(teacher, student, kda, layers, rows, a.repeats, 1.0))
+            stage2.FUSE_HEAD = name in (HEAD_FUSED, COMPILED)
+            step_t[name].append(
+                step_seconds(teacher, student, kda, layers, rows, a.repeats, 1.0, name == COMPILED)
+            )
     stage2.fused_kd_loss, stage2.FUSE_HEAD = fused_kd_loss, True
 
     print(

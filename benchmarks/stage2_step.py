@@ -48,7 +48,14 @@ def hybrid_pair(teacher_dir: Path, layers: list[int]) -> tuple:
 
 
 def step_seconds(  # noqa: ANN001
-    teacher, student, kda: dict, train: list[int], rows, repeats: int, tvd_weight: float = 0.0
+    teacher,
+    student,
+    kda: dict,
+    train: list[int],
+    rows,
+    repeats: int,
+    tvd_weight: float = 0.0,
+    compile_loss: bool = False,
 ) -> float:
     """Median seconds of `train_stage2` steps with only `train` learning (the rest at LR scale 0,
     frozen); LR 0, so the weights stay as they are between cases."""
@@ -61,6 +68,7 @@ def step_seconds(  # noqa: ANN001
         top1_weight=0.5,
         tvd_weight=tvd_weight,
         lr_scale={i: 0.0 for i in kda if i not in train},
+        compile_loss=compile_loss,
     )
     with tempfile.TemporaryDirectory() as tmp:
         train_stage2(teacher, student, kda, rows, torch.ones_like(rows), cfg, Path(tmp) / "s2.pt",

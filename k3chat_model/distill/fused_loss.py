@@ -20,25 +20,32 @@ rounding (tests compare both against float64).
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 
 def _loss_rows(
-    t_logits: torch.Tensor, s_logits: torch.Tensor, n: int, top1_weight: float, tvd_weight: float
+    t_logits: torch.Tensor,
+    s_logits: torch.Tensor,
+    inv_n: torch.Tensor | float,
+    top1_weight: float,
+    tvd_weight: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(KL, CE, TVD sums over these rows, each / n; the weighted loss's gradient / n) for
-    [R, V] logits, one row a scored position."""
+    """(KL, CE, TVD sums over these rows, each × inv_n; the weighted loss's gradient × inv_n)
+    for [R, V] logits, one row a scored position. `inv_n` may be a 0-d tensor, so a compiled
+    copy does not specialise on each batch's count."""
     t_logp = t_logits.float().log_softmax(-1)
     s_logp = s_logits.float().log_softmax(-1)
     top = t_logp.argmax(-1, keepdim=True)
     t_p = t_logp.exp()
-    kl = t_logp.sub_(s_logp).mul_(t_p).sum() / n  # t_logp is spent here
+    kl = t_logp.sub_(s_logp).mul_(t_p).sum() * inv_n  # t_logp is spent here
     del t_logp
-    ce = -s_logp.gather(-1, top).sum() / n
+    ce = -s_logp.gather(-1, top).sum() * inv_n
     p = s_logp.exp_()
     grad = p - t_p  # ∂KL/∂z, and the TVD's argument
     del t_p
-    tvd = 0.5 * torch.linalg.vector_norm(grad, ord=1) / n
+    tvd = 0.5 * torch.linalg.vector_norm(grad, ord=1) * inv_n
     if tvd_weight:
         g = grad.sign().mul_(0.5)
         c = torch.linalg.vecdot(p, g).unsqueeze(-1)
@@ -47,7 +54,7 @@ def _loss_rows(
     if top1_weight:
         grad.add_(p, alpha=top1_weight)
         grad.scatter_add_(-1, top, torch.full_like(top, -top1_weight, dtype=grad.dtype))
-    return kl, ce, tvd, grad.div_(n)
+    return kl, ce, tvd, grad.mul_(inv_n)
 
 
 class _DistillLoss(torch.autograd.Function):
@@ -56,7 +63,7 @@ class _DistillLoss(torch.autograd.Function):
         m = mask[:, 1:].bool()
         n = max(int(m.sum()), 1)
         kl, ce, tvd, grad = _loss_rows(
-            t_logits[:, :-1][m], s_logits[:, :-1][m], n, top1_weight, tvd_weight
+            t_logits[:, :-1][m], s_logits[:, :-1][m], 1.0 / n, top1_weight, tvd_weight
         )
         ctx.save_for_backward(grad, m)
         ctx.shape, ctx.dtype = s_logits.shape, s_logits.dtype
@@ -74,14 +81,16 @@ class _DistillLoss(torch.autograd.Function):
 
 class _HeadDistillLoss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, s_h, t_h, s_head, t_head, top1_weight, tvd_weight, rows):  # noqa: ANN001, ANN205
-        n = max(s_h.shape[0], 1)
+    def forward(ctx, s_h, t_h, s_head, t_head, top1_weight, tvd_weight, rows, compiled):  # noqa: ANN001, ANN205
+        inv_n = torch.tensor(1.0 / max(s_h.shape[0], 1), device=s_h.device)
         d_h = torch.empty(s_h.shape, dtype=s_head.dtype, device=s_h.device)
         sums = torch.zeros(3, dtype=torch.float32, device=s_h.device)
         for i in range(0, s_h.shape[0], rows):
             s_z = s_h[i : i + rows].to(s_head.dtype) @ s_head.t()
             t_z = t_h[i : i + rows].to(t_head.dtype) @ t_head.t()
-            kl, ce, tvd, grad = _loss_rows(t_z, s_z, n, top1_weight, tvd_weight)
+            full = compiled and s_z.shape[0] == rows  # one static shape: one compilation
+            loss_rows = COMPILED_ROWS if full else _loss_rows
+            kl, ce, tvd, grad = loss_rows(t_z, s_z, inv_n, top1_weight, tvd_weight)
             sums += torch.stack([kl, ce, tvd])
             torch.mm(grad.to(s_head.dtype), s_head, out=d_h[i : i + rows])
         ctx.save_for_backward(d_h)
@@ -94,7 +103,34 @@ class _HeadDistillLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g_loss, *_):  # noqa: ANN001, ANN205
         (d_h,) = ctx.saved_tensors
-        return (d_h * g_loss).to(ctx.dtype), None, None, None, None, None, None
+        return (d_h * g_loss).to(ctx.dtype), None, None, None, None, None, None, None
+
+
+class _CompiledRows:
+    """`_loss_rows` compiled by Inductor (fused C++ loops: each chunk's dozen passes over the
+    vocabulary become a few), used for full CPU chunks. Compiled once per process and set of
+    weights (about 30 s the first time; torch caches the code on disk). Where it cannot be
+    built (no C++ compiler, an unsupported platform) it says so once and stays eager: same
+    results, only slower."""
+
+    def __init__(self) -> None:
+        self.fn = None
+        self.failed = False
+
+    def __call__(self, *args):  # noqa: ANN002, ANN204
+        if not self.failed:
+            try:
+                if self.fn is None:
+                    self.fn = torch.compile(_loss_rows, dynamic=False)
+                return self.fn(*args)
+            except Exception as e:  # noqa: BLE001 - any failure to build leaves the eager path
+                self.failed = True
+                print(f"k3chat: compiled stage-2 loss unavailable, using eager ({type(e).__name__}: "
+                      f"{str(e).splitlines()[0] if str(e) else ''})", file=sys.stderr)  # fmt: skip
+        return _loss_rows(*args)
+
+
+COMPILED_ROWS = _CompiledRows()
 
 
 def fused_kd_loss(
@@ -110,6 +146,10 @@ def fused_kd_loss(
     return _DistillLoss.apply(s_logits, t_logits.detach(), mask, top1_weight, tvd_weight)
 
 
+COMPILE_MIN_VOCAB = 8192
+"""Below this the loss's passes are cheap and a compilation (seconds, per shape) is not repaid:
+tiny test models stay eager."""
+
 HEAD_ROWS_CPU = 32
 """Positions per chunk on the CPU: a chunk's few [rows, V] fp32 tensors (6 MB each at k3-smol's
 vocabulary) stay in the last-level cache through the loss's dozen passes."""
@@ -124,6 +164,7 @@ def fused_head_kd_loss(
     top1_weight: float = 0.0,
     tvd_weight: float = 0.0,
     rows: int | None = None,
+    compiled: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """`fused_kd_loss` of the logits `hidden @ headᵀ`, without ever holding them whole.
 
@@ -133,12 +174,15 @@ def fused_head_kd_loss(
     [positions, hidden] gradient. `s_head` must be frozen (its gradient is not computed); the
     student's logits are computed in `s_head`'s dtype (bf16 under stage 2's autocast), the
     teacher's in `t_head`'s. Hidden states are [B, T, H]; the gradient flows to `s_hidden`.
+    `compiled`: full chunks go through `COMPILED_ROWS` (stage 2 on the CPU), for vocabularies of
+    at least `COMPILE_MIN_VOCAB` tokens.
     """
     if s_head.requires_grad:
         raise ValueError("fused_head_kd_loss computes no gradient for the head; it must be frozen")
     m = mask[:, 1:].bool().to(s_hidden.device)
     rows = rows or (HEAD_ROWS_CPU if s_hidden.device.type == "cpu" else 4096)
+    compiled = compiled and s_head.shape[0] >= COMPILE_MIN_VOCAB
     t_rows, s_rows = t_hidden.detach()[:, :-1][m], s_hidden[:, :-1][m]
     return _HeadDistillLoss.apply(
-        s_rows, t_rows, s_head.detach(), t_head.detach(), top1_weight, tvd_weight, rows
+        s_rows, t_rows, s_head.detach(), t_head.detach(), top1_weight, tvd_weight, rows, compiled
     )

@@ -409,6 +409,7 @@ def run_pipeline(run: Path, stop: ckpt.StopFlag | None = None, until: str | None
                 lr_scale=pretrained_lr_scale(cfg, st),
                 # experts come with the kept layers of --init-from (or a rewound timed run)
                 expert_lr_scale=cfg.stage2_pretrained_lr_scale if cfg.init_from else 1.0,
+                compile_loss=True,  # full CPU chunks only; a no-op elsewhere
             ),
             run / "stage2.pt",
             run / "train_log.jsonl",

@@ -64,6 +64,9 @@ class Stage2Config:
     trains, so the backward skips every layer below it."""
     expert_lr_scale: float = 1.0
     """Multiplier of `lr` for the routed experts that train (`experts.py`)."""
+    compile_loss: bool = False
+    """Run the loss's full CPU chunks through Inductor (`fused_loss.COMPILED_ROWS`): the CLI's
+    CPU runs do; tests keep it off, where each new shape would compile again."""
 
 
 def kd_loss(
@@ -176,8 +179,9 @@ def train_stage2(
         if fused_head:  # the head's mm in bf16, as autocast would run it
             s_head = student.lm_head.weight.to(torch.bfloat16)
             loss, kl, ce, tvd = fused_head_kd_loss(
-                t_out, s_out, m, teacher.lm_head.weight, s_head, cfg.top1_weight, cfg.tvd_weight
-            )
+                t_out, s_out, m, teacher.lm_head.weight, s_head, cfg.top1_weight, cfg.tvd_weight,
+                compiled=cfg.compile_loss and device.type == "cpu",
+            )  # fmt: skip
         else:
             loss, kl, ce, tvd = fused_kd_loss(t_out, s_out, m, cfg.top1_weight, cfg.tvd_weight)
         del s_out

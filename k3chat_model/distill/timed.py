@@ -172,8 +172,9 @@ def timed_stage2(
     eval_s = time.time() - t_eval
     log(f"start ({eval_s:.0f} s): {json.dumps(start)}")
     rate = _measure_rate(
-        (teacher, student, students, rows, mask), batch, lr_scale, run, weights(), experts
-    )
+        (teacher, student, students, rows, mask), batch, lr_scale, run, weights(), experts,
+        losses=(top1_weight, tvd_weight),
+    )  # fmt: skip
     evals_s = evals * eval_s * (2 if ema else 1)  # with --ema each evaluation scores twice
     budget_s = t_end - time.time() - RESERVE_S * seconds - evals_s
     step_tokens = batch * rows.shape[1]
@@ -247,6 +248,7 @@ def timed_stage2(
             ckpt_seconds=1e9,
             lr_scale=lr_scale,
             expert_lr_scale=expert_lr_scale,
+            compile_loss=True,  # full CPU chunks only; a no-op elsewhere
         ),
         run / "stage2-timed-train.pt",
         log_path=run / "train_log.jsonl",
@@ -313,12 +315,14 @@ def _measure_rate(
     run: Path,
     saved: dict,
     experts: dict | None = None,
+    losses: tuple[float, float] = (0.0, 0.0),
 ) -> float:
     """Tokens/s of real training steps (after two warm-up steps); weights are restored after.
 
     The steps train the same layers as the run will (`lr_scale`): frozen layers (scale 0) make
     a step much cheaper, and a rate measured with every layer training would end the cosine
-    early."""
+    early. They use the run's loss weights (`losses`: top-1, TVD) and compiled loss, so the
+    compilation falls in the warm-up steps and is not done again for the run."""
     _, _, students, rows, _ = models
     marks: list[float] = []
     _scratch_train(
@@ -329,6 +333,9 @@ def _measure_rate(
             lr=0.0,
             ckpt_seconds=1e9,
             lr_scale=lr_scale,
+            top1_weight=losses[0],
+            tvd_weight=losses[1],
+            compile_loss=True,
         ),
         run / "stage2-timed-measure.pt",
         on_step=lambda s: marks.append(time.time()) if s["step"] >= 2 else None,

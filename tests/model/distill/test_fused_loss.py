@@ -3,9 +3,12 @@ in float64: same losses, same gradient with respect to the student's logits."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
+from k3chat_model.distill import fused_loss
 from k3chat_model.distill.fused_loss import fused_head_kd_loss, fused_kd_loss
 from k3chat_model.distill.stage2 import kd_loss
 
@@ -122,3 +125,47 @@ def test_the_head_fused_loss_refuses_a_head_that_trains_and_scores_an_empty_mask
     loss, *_ = fused_head_kd_loss(t_h, s_leaf, torch.zeros(2, 9), t_head, s_head.detach(), 0.5, 1.0)
     loss.backward()
     assert float(loss) == 0.0 and torch.all(s_leaf.grad == 0)
+
+
+def _has_cxx() -> bool:
+    return any(shutil.which(c) for c in ("c++", "g++", "clang++"))
+
+
+@pytest.mark.skipif(not _has_cxx(), reason="Inductor needs a C++ compiler")
+def test_the_compiled_chunks_give_the_eager_loss_and_gradient(monkeypatch) -> None:
+    monkeypatch.setattr(fused_loss, "COMPILE_MIN_VOCAB", 0)
+    monkeypatch.setattr(fused_loss, "COMPILED_ROWS", fused_loss._CompiledRows())
+    t_h, s_h, mask, t_head, s_head = _hidden(torch.float32)
+    out = {}
+    for compiled in (False, True):
+        s_leaf = s_h.clone().requires_grad_(True)
+        loss, *parts = fused_head_kd_loss(
+            t_h, s_leaf, mask, t_head, s_head, 0.5, 1.0, rows=4, compiled=compiled
+        )
+        loss.backward()
+        out[compiled] = (loss.detach(), *parts, s_leaf.grad)
+    assert fused_loss.COMPILED_ROWS.fn is not None and not fused_loss.COMPILED_ROWS.failed
+    for a, b in zip(out[True], out[False], strict=True):
+        assert _rel(a, b.double()) < 1e-5
+
+
+def test_a_compiler_failure_falls_back_to_eager_once_with_a_message(monkeypatch, capsys) -> None:
+    def no_compiler(fn, **_kw):  # noqa: ANN001, ANN202
+        def fail(*_a):  # noqa: ANN002, ANN202
+            raise RuntimeError("no working C++ compiler found\ndetails")
+
+        return fail
+
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    monkeypatch.setattr(fused_loss, "COMPILE_MIN_VOCAB", 0)
+    monkeypatch.setattr(fused_loss, "COMPILED_ROWS", fused_loss._CompiledRows())
+    t_h, s_h, mask, t_head, s_head = _hidden(torch.float32)
+    want = fused_head_kd_loss(t_h, s_h, mask, t_head, s_head, 0.5, 1.0, rows=4)
+    for _ in range(2):
+        got = fused_head_kd_loss(t_h, s_h, mask, t_head, s_head, 0.5, 1.0, rows=4, compiled=True)
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    err = capsys.readouterr().err
+    assert (
+        err.count("compiled stage-2 loss unavailable") == 1
+        and "no working C++ compiler found)" in err
+    )
