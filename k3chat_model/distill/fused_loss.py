@@ -16,6 +16,10 @@ are known in closed form:
 so the forward computes the three losses and their weighted gradient together, in place
 where it can, and the backward only scales it. Values and gradients match `kd_loss` to fp32
 rounding (tests compare both against float64).
+
+Two forms: `fused_kd_loss` takes the logits; `fused_head_kd_loss`, which stage 2 uses, takes
+the hidden states and computes the frozen head inside the loss, a few positions at a time, so
+the [positions, vocabulary] logits never exist whole (session 37: a CPU step 1.5–1.6× faster).
 """
 
 from __future__ import annotations
@@ -108,8 +112,8 @@ class _HeadDistillLoss(torch.autograd.Function):
 
 class _CompiledRows:
     """`_loss_rows` compiled by Inductor (fused C++ loops: each chunk's dozen passes over the
-    vocabulary become a few), used for full CPU chunks. Compiled once per process and set of
-    weights (about 30 s the first time; torch caches the code on disk). Where it cannot be
+    vocabulary become a few), used for full CPU chunks. Compiled once per process and pair of
+    loss weights (about 30 s the first time; torch caches the code on disk). Where it cannot be
     built (no C++ compiler, an unsupported platform) it says so once and stays eager: same
     results, only slower."""
 
