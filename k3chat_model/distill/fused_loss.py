@@ -178,14 +178,15 @@ def fused_head_kd_loss(
     [positions, hidden] gradient. `s_head` must be frozen (its gradient is not computed); the
     student's logits are computed in `s_head`'s dtype (bf16 under stage 2's autocast), the
     teacher's in `t_head`'s. Hidden states are [B, T, H]; the gradient flows to `s_hidden`.
-    `compiled`: full chunks go through `COMPILED_ROWS` (stage 2 on the CPU), for vocabularies of
-    at least `COMPILE_MIN_VOCAB` tokens.
+    `compiled`: on the CPU, full chunks go through `COMPILED_ROWS`, for vocabularies of at least
+    `COMPILE_MIN_VOCAB` tokens; elsewhere it is ignored.
     """
     if s_head.requires_grad:
         raise ValueError("fused_head_kd_loss computes no gradient for the head; it must be frozen")
     m = mask[:, 1:].bool().to(s_hidden.device)
-    rows = rows or (HEAD_ROWS_CPU if s_hidden.device.type == "cpu" else 4096)
-    compiled = compiled and s_head.shape[0] >= COMPILE_MIN_VOCAB
+    on_cpu = s_hidden.device.type == "cpu"
+    rows = rows or (HEAD_ROWS_CPU if on_cpu else 4096)
+    compiled = compiled and on_cpu and s_head.shape[0] >= COMPILE_MIN_VOCAB
     t_rows, s_rows = t_hidden.detach()[:, :-1][m], s_hidden[:, :-1][m]
     return _HeadDistillLoss.apply(
         s_rows, t_rows, s_head.detach(), t_head.detach(), top1_weight, tvd_weight, rows, compiled

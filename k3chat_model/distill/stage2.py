@@ -180,7 +180,7 @@ def train_stage2(
             s_head = student.lm_head.weight.to(torch.bfloat16)
             loss, kl, ce, tvd = fused_head_kd_loss(
                 t_out, s_out, m, teacher.lm_head.weight, s_head, cfg.top1_weight, cfg.tvd_weight,
-                compiled=cfg.compile_loss and device.type == "cpu",
+                compiled=cfg.compile_loss,
             )  # fmt: skip
         else:
             loss, kl, ce, tvd = fused_kd_loss(t_out, s_out, m, cfg.top1_weight, cfg.tvd_weight)
