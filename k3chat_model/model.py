@@ -105,7 +105,9 @@ class K3ForCausalLM(nn.Module):
         """input_ids [B, T]. `num_logits`: compute logits for the last N positions only."""
         h = self.model(input_ids, cache)
         if num_logits is not None:
-            h = h[:, -num_logits:]
+            # contiguous: for B > 1 the slice is strided, and matmul then copies the head once
+            # per row (a batch-48 prefill: seconds instead of milliseconds)
+            h = h[:, -num_logits:].contiguous()
         return CausalLMOutput(self.lm_head(h))
 
     @torch.no_grad()

@@ -1,0 +1,130 @@
+"""Batched teacher generation (`distill.generate`), as the pipeline makes training replies.
+
+    OMP_WAIT_POLICY=ACTIVE python benchmarks/teacher_generate.py ~/.cache/k3chat/models/k3-smol-teacher
+
+Why: every new teacher reply a CPU session wants for stage 2 costs generation first, and at
+61-94 tok/s (sessions 12-28) a pool of 1,500 new replies took 30-45 minutes. Session 38's profile
+of one batch-48 group found two costs that were not the model: the prefill's last-position head
+(a strided slice that made matmul copy the 28M-parameter head once per row: ~5 s a group) and
+the sampler's full-vocabulary `torch.where` for the repetition penalty (~33 ms a step). This
+times the current code against the old forward and sampler ("before"), alternating, on one group of
+`--batch` prompts of equal token length in the pipeline's own templates, and prints a markdown
+table of medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import k3chat_model  # noqa: F401  (sets OMP_WAIT_POLICY before torch loads)
+
+# isort: split
+import torch
+
+from k3chat_model.distill import generate as generate_module
+from k3chat_model.distill.data import TEMPLATES, TOPICS, ChatTokenizer
+from k3chat_model.distill.generate import generate
+from k3chat_model.events import SamplingParams
+from k3chat_model.loading import load_model
+from k3chat_model.model import CausalLMOutput, K3ForCausalLM
+
+
+def _old_candidates(logits: torch.Tensor, params: SamplingParams, recent: torch.Tensor):  # noqa: ANN202
+    """The sampler as it was: the penalty through a [B, V] mask and two full-vocabulary
+    `where`s, and the temperature dividing the whole vocabulary."""
+    logits, penalty = logits.float(), params.repetition_penalty
+    if penalty != 1.0 and recent.numel():
+        seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, recent, True)
+        logits = torch.where(
+            seen, torch.where(logits > 0, logits / penalty, logits * penalty), logits
+        )
+    if params.temperature <= 0:
+        top = logits.argmax(-1, keepdim=True)
+        return torch.ones_like(top, dtype=torch.float32), top
+    logits = logits / params.temperature
+    k = params.top_k if params.top_k and params.top_k < logits.shape[-1] else logits.shape[-1]
+    values, order = torch.topk(logits, k)
+    probs = torch.softmax(values, dim=-1)
+    if 0 < params.top_p < 1:
+        drop = probs.cumsum(-1) - probs > params.top_p
+        probs = probs.masked_fill(drop, 0)
+    return probs, order
+
+
+def _strided_forward(self, input_ids, cache=None, num_logits=None) -> CausalLMOutput:  # noqa: ANN001
+    """The forward as it was: the head on the strided last-position slice."""
+    h = self.model(input_ids, cache)
+    if num_logits is not None:
+        h = h[:, -num_logits:]
+    return CausalLMOutput(self.lm_head(h))
+
+
+@contextmanager
+def before() -> None:
+    """Both costs restored for the duration."""
+    sampler, forward = generate_module.candidates, K3ForCausalLM.forward
+    generate_module.candidates, K3ForCausalLM.forward = _old_candidates, _strided_forward
+    try:
+        yield
+    finally:
+        generate_module.candidates, K3ForCausalLM.forward = sampler, forward
+
+
+def same_length_prompts(tok: ChatTokenizer, n: int) -> list[list[int]]:
+    """`n` pipeline-style prompts that all have the most common token length."""
+    by_len: dict[int, list[list[int]]] = {}
+    for topic in TOPICS:
+        for t in TEMPLATES:
+            ids = tok.prompt(t.format(t=topic))
+            by_len.setdefault(len(ids), []).append(ids)
+    group = max(by_len.values(), key=len)
+    if len(group) < n:
+        raise SystemExit(f"only {len(group)} prompts share a length; use --batch {len(group)}")
+    return group[:n]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("teacher", type=Path, help="teacher-equivalent k3-smol checkpoint dir")
+    ap.add_argument("--batch", type=int, default=48)
+    ap.add_argument("--new", type=int, default=64, help="tokens generated per prompt")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    tok = ChatTokenizer(a.teacher)
+    teacher = load_model(a.teacher, dtype=torch.bfloat16).eval()
+    prompts = same_length_prompts(tok, a.batch)
+    params = SamplingParams()
+    stop = -1  # never stop early: every case decodes exactly `--new` steps
+    generate(teacher, prompts[:4], 4, params, stop, batch=a.batch)  # warm-up
+    cases = {"before (strided head, full-vocabulary sampler)": before, "now": nullcontext}
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    outs: dict[str, list[list[int]]] = {}
+    for _ in range(a.rounds):
+        for name, ctx in cases.items():
+            with ctx():
+                t0 = time.perf_counter()
+                outs[name] = generate(teacher, prompts, a.new, params, stop, seed=5, batch=a.batch)
+                times[name].append(time.perf_counter() - t0)
+    same = len({str(o) for o in outs.values()}) == 1
+    print(f"nproc {os.cpu_count()}, threads {a.threads}, load {os.getloadavg()[0]:.2f}, "
+          f"torch {torch.__version__}, {platform.machine()}, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}")  # fmt: skip
+    print(f"one group of {a.batch} prompts ({len(prompts[0])} tokens), {a.new} new tokens each, "
+          f"app default sampling; {a.rounds} rounds, alternating; same tokens: {same}\n")  # fmt: skip
+    print("| code | group, s (median) | ms per step | tok/s |")
+    print("|---|---|---|---|")
+    for name, ts in times.items():
+        s = statistics.median(ts)
+        print(f"| {name} | {s:.2f} | {1000 * s / a.new:.0f} | {a.batch * a.new / s:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
