@@ -6,10 +6,12 @@ Why: every new teacher reply a CPU session wants for stage 2 costs generation fi
 61-94 tok/s (sessions 12-28) a pool of 1,500 new replies took 30-45 minutes. Session 38's profile
 of one batch-48 group found two costs that were not the model: the prefill's last-position head
 (a strided slice that made matmul copy the 28M-parameter head once per row: ~5 s a group) and
-the sampler's full-vocabulary `torch.where` for the repetition penalty (~33 ms a step). This
-times the current code against the old forward and sampler ("before"), alternating, on one group of
-`--batch` prompts of equal token length in the pipeline's own templates, and prints a markdown
-table of medians.
+the sampler's full-vocabulary `torch.where` for the repetition penalty (~33 ms a step); and
+rows that had finished went on decoding until the batch's longest reply did. This times the old
+forward and sampler without dropping finished rows ("before"), the new forward and sampler
+alone, and the current code, alternating, on one group of `--batch` prompts of equal token
+length in the pipeline's own templates, up to `--new` tokens each (the pipeline's 160, ending
+at the end-of-message token), and prints a markdown table of medians.
 """
 
 from __future__ import annotations
@@ -66,12 +68,24 @@ def _strided_forward(self, input_ids, cache=None, num_logits=None) -> CausalLMOu
 
 
 @contextmanager
+def keep_finished_rows() -> None:
+    """Finished rows decode on until the batch is done, as before session 38."""
+    drop = generate_module.DROP_FINISHED_AT
+    generate_module.DROP_FINISHED_AT = 2.0
+    try:
+        yield
+    finally:
+        generate_module.DROP_FINISHED_AT = drop
+
+
+@contextmanager
 def before() -> None:
-    """Both costs restored for the duration."""
+    """The old forward and sampler, and finished rows kept, for the duration."""
     sampler, forward = generate_module.candidates, K3ForCausalLM.forward
     generate_module.candidates, K3ForCausalLM.forward = _old_candidates, _strided_forward
     try:
-        yield
+        with keep_finished_rows():
+            yield
     finally:
         generate_module.candidates, K3ForCausalLM.forward = sampler, forward
 
@@ -93,7 +107,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("teacher", type=Path, help="teacher-equivalent k3-smol checkpoint dir")
     ap.add_argument("--batch", type=int, default=48)
-    ap.add_argument("--new", type=int, default=64, help="tokens generated per prompt")
+    ap.add_argument("--new", type=int, default=160, help="most tokens generated per prompt")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
@@ -102,9 +116,13 @@ def main() -> None:
     teacher = load_model(a.teacher, dtype=torch.bfloat16).eval()
     prompts = same_length_prompts(tok, a.batch)
     params = SamplingParams()
-    stop = -1  # never stop early: every case decodes exactly `--new` steps
+    stop = tok.eos
     generate(teacher, prompts[:4], 4, params, stop, batch=a.batch)  # warm-up
-    cases = {"before (strided head, full-vocabulary sampler)": before, "now": nullcontext}
+    cases = {
+        "before (strided head, full-vocabulary sampler, finished rows kept)": before,
+        "head and sampler fixed, finished rows kept": keep_finished_rows,
+        "now (finished rows dropped)": nullcontext,
+    }
     times: dict[str, list[float]] = {k: [] for k in cases}
     outs: dict[str, list[list[int]]] = {}
     for _ in range(a.rounds):
@@ -117,13 +135,16 @@ def main() -> None:
     print(f"nproc {os.cpu_count()}, threads {a.threads}, load {os.getloadavg()[0]:.2f}, "
           f"torch {torch.__version__}, {platform.machine()}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}")  # fmt: skip
-    print(f"one group of {a.batch} prompts ({len(prompts[0])} tokens), {a.new} new tokens each, "
-          f"app default sampling; {a.rounds} rounds, alternating; same tokens: {same}\n")  # fmt: skip
-    print("| code | group, s (median) | ms per step | tok/s |")
-    print("|---|---|---|---|")
+    made = sum(len(o) for o in outs["now (finished rows dropped)"])
+    longest = max(len(o) for o in outs["now (finished rows dropped)"])
+    print(f"one group of {a.batch} prompts ({len(prompts[0])} tokens), up to {a.new} new tokens "
+          f"each (made {made}, longest {longest}), app default sampling; {a.rounds} rounds, "
+          f"alternating; same tokens: {same}\n")  # fmt: skip
+    print("| code | group, s (median) | reply tok/s |")
+    print("|---|---|---|")
     for name, ts in times.items():
         s = statistics.median(ts)
-        print(f"| {name} | {s:.2f} | {1000 * s / a.new:.0f} | {a.batch * a.new / s:.0f} |")
+        print(f"| {name} | {s:.2f} | {made / s:.0f} |")
 
 
 if __name__ == "__main__":

@@ -234,6 +234,12 @@ class Cache:
                 la.trim(n)
         self.seen = n
 
+    def keep_rows(self, rows: torch.Tensor) -> None:
+        """Keep only these batch rows of every layer's state, in this order: a batched decode
+        drops its finished sequences so later steps stop computing them."""
+        for la in self.layers:
+            la.load({k: v.index_select(0, rows) for k, v in la.state().items()})
+
     def park_recurrent(self, device: str = "cpu") -> None:
         """Move KDA state to `device` (e.g. CPU between turns when the model runs on GPU)."""
         for la in self.layers:

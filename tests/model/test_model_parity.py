@@ -29,6 +29,22 @@ def test_piecewise_decoding_matches_full_forward(tiny_checkpoints, preset):
 
 
 @pytest.mark.parametrize("preset", ["k3-tiny", "kimi-linear-tiny"])
+def test_a_cache_keeps_chosen_rows_as_if_only_they_had_run(tiny_checkpoints, preset):
+    """`Cache.keep_rows` (batched generation drops finished rows): decoding on continues each
+    kept row exactly as a batch of only those rows would, KDA state and attention caches alike."""
+    model = load_model(tiny_checkpoints[preset], dtype=torch.float32)
+    ids = torch.randint(0, 1000, (3, 20), generator=torch.Generator().manual_seed(3))
+    keep = torch.tensor([2, 0])
+    cache, alone = model.make_cache(), model.make_cache()
+    model(ids[:, :14], cache)
+    cache.keep_rows(keep)
+    model(ids[keep, :14], alone)
+    for t in range(14, 20):
+        got, want = model(ids[keep, t : t + 1], cache).logits, model(ids[keep, t : t + 1], alone).logits
+        assert rel(got, want) <= 1e-5, t
+
+
+@pytest.mark.parametrize("preset", ["k3-tiny", "kimi-linear-tiny"])
 def test_logits_are_not_degenerate(tiny_checkpoints, preset):
     model = load_model(tiny_checkpoints[preset], dtype=torch.float32)
     logits = model(torch.arange(40)[None]).logits[0]
