@@ -229,6 +229,14 @@ def _parser() -> argparse.ArgumentParser:
         help="first sample N new teacher replies to the run's prompts and train on them too",
     )
     tm.add_argument(
+        "--replies-per-chat",
+        type=int,
+        default=1,
+        metavar="K",
+        help="teacher-reply rows after each chat row (default 1, half the rows; 2 gives "
+        "two thirds, tilting training toward assistant text)",
+    )
+    tm.add_argument(
         "--factual",
         type=int,
         default=0,
@@ -316,6 +324,7 @@ def _timed(a: argparse.Namespace) -> int:
         teacher_dir=a.teacher,
         data_dir=a.data_dir,
         fresh_replies=a.fresh_replies,
+        replies_per_chat=a.replies_per_chat,
         factual=a.factual,
         factual_every=a.factual_every,
         keep=a.keep,

@@ -882,16 +882,17 @@ def pack(
     )
 
 
-def interleave(a: torch.Tensor, b: torch.Tensor, every: int) -> torch.Tensor:
-    """Rows of `a` with one row of `b` after every `every` rows of `a` (b cycles)."""
+def interleave(a: torch.Tensor, b: torch.Tensor, every: int, take: int = 1) -> torch.Tensor:
+    """Rows of `a` with `take` rows of `b` after every `every` rows of `a` (b cycles)."""
     if len(b) == 0:
         return a
     rows, j = [], 0
     for i in range(len(a)):
         rows.append(a[i])
         if (i + 1) % every == 0:
-            rows.append(b[j % len(b)])
-            j += 1
+            for _ in range(take):
+                rows.append(b[j % len(b)])
+                j += 1
     return torch.stack(rows)
 
 

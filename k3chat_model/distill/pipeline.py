@@ -427,11 +427,13 @@ def stage2_rows(
     all_chat: bool = False,
     extra: list[tuple[list[int], list[int]]] | None = None,
     order_seed: int | None = None,
+    replies_per_chat: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Stage 2's (rows, mask): each reply row followed by a chat row (chat rows cycle, so only
-    the first len(replies) are used). With `all_chat`, each chat row is followed by a reply row
-    instead (replies cycle): for budgets of many passes, more varied chat text. `extra` reply
-    conversations (ids, mask) are packed to the same row length and join the run's replies.
+    the first len(replies) are used). With `all_chat`, each chat row is followed by
+    `replies_per_chat` reply rows instead (replies cycle): for budgets of many passes, more
+    varied chat text, and a reply share the caller chooses. `extra` reply conversations
+    (ids, mask) are packed to the same row length and join the run's replies.
 
     `order_seed` shuffles the chat rows and the reply rows (each among themselves; the
     alternation stays). Why: training walks the rows in order, so a budget shorter than one
@@ -447,7 +449,10 @@ def stage2_rows(
         c, a = torch.randperm(len(crow), generator=g), torch.randperm(len(arow), generator=g)
         crow, cmask, arow, amask = crow[c], cmask[c], arow[a], amask[a]
     if all_chat:
-        return interleave(crow, arow, every=1), interleave(cmask, amask, every=1)
+        k = replies_per_chat
+        return interleave(crow, arow, 1, take=k), interleave(cmask, amask, 1, take=k)
+    if replies_per_chat != 1:
+        raise ValueError("replies_per_chat needs all_chat (reply rows lead otherwise)")
     return interleave(arow, crow, every=1), interleave(amask, cmask, every=1)
 
 

@@ -59,6 +59,7 @@ def timed_stage2(
     teacher_dir: Path | None = None,
     data_dir: Path | None = None,
     fresh_replies: int = 0,
+    replies_per_chat: int = 1,
     seed: int = 101,
     gen_batch: int = 256,
     keep: str = "best",
@@ -79,6 +80,8 @@ def timed_stage2(
     `sample_fresh_replies`) and adds them to the reply rows; the budget covers their generation.
     The training rows are shuffled with `seed` (`stage2_rows(order_seed=)`), so a budget
     shorter than one pass samples all of them, not the same first rows each run.
+    `replies_per_chat` reply rows follow each chat row (default 1: half the rows are replies);
+    more tilts training toward the assistant text that the topics and assistant sets score.
     `keep="last"` writes the last evaluated snapshot instead of the best: for a run whose gains
     lie where the selection sets do not look (e.g. factual answers after `distill restore`).
     `pretrained_scale` (default: the run's `stage2_pretrained_lr_scale`) multiplies `lr`
@@ -102,6 +105,8 @@ def timed_stage2(
     if not (ema == 0.0 or 0.0 < ema < 1.0):
         raise ConfigError(f"--ema {ema}: need a decay in (0, 1), or 0 for none",
                           hint="e.g. --ema 0.99 averages over about the last 100 steps")  # fmt: skip
+    if replies_per_chat < 1:
+        raise ConfigError(f"--replies-per-chat {replies_per_chat}: need at least 1")
     if factual < 0 or factual_every < 1:
         raise ConfigError(
             f"--factual {factual} --factual-every {factual_every}: need N >= 0 and every >= 1"
@@ -125,7 +130,9 @@ def timed_stage2(
     if fresh_replies:
         pairs = sample_fresh_replies(run, teacher, tok, fresh_replies, seed, gen_batch, log)
         extra = [tok.conversation([("user", q), ("assistant", r)]) for q, r in pairs]
-    rows, mask = stage2_rows(run, all_chat=True, extra=extra, order_seed=seed)
+    rows, mask = stage2_rows(
+        run, all_chat=True, extra=extra, order_seed=seed, replies_per_chat=replies_per_chat
+    )
     if factual:
         triples = factual_replies(run, teacher, tok, factual, gen_batch, log)
         frows, fmask = factual_rows(tok, triples, rows.shape[1])

@@ -181,6 +181,33 @@ def test_row_order_seed_shuffles_within_each_kind_and_reaches_appended_rows(
     assert any(first)  # the appended row is among the first three reply rows for some seed
 
 
+def test_replies_per_chat_puts_that_many_reply_rows_after_each_chat_row(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """`timed --replies-per-chat 2` trains on chat, reply, reply, … (replies cycle, each
+    with its own mask), so two thirds of the rows are teacher replies."""
+    run = _run(tmp_path, teacher_dir)
+    (chat, _), (replies, _) = _rows(6, 1), _rows(3, 2)
+    used = []
+    real_rows = timed.stage2_rows
+    monkeypatch.setattr(
+        timed, "stage2_rows", lambda *a, **k: used.append(real_rows(*a, **k)) or used[-1]
+    )
+    _held_out(monkeypatch, [(r.tolist(), [1] * 32) for r in chat[:1]],
+              [(r.tolist(), [1] * 32) for r in replies[:1]])  # fmt: skip
+    args = ["timed", str(run), "--device", "cpu", "--seconds", "5", "--batch", "2",
+            "--evals", "1", "--replies-per-chat", "2", "--seed", "3"]  # fmt: skip
+    assert main(args) == 0
+    rows, mask = used[0]
+    assert len(rows) == 18 and len(mask) == 18
+    key = lambda t: {tuple(r.tolist()) for r in t}  # noqa: E731
+    assert key(rows[0::3]) == key(chat)  # every chat row once, each followed by two replies
+    follow = [tuple(r.tolist()) for i, r in enumerate(rows) if i % 3]
+    assert sorted(follow) == sorted([tuple(r.tolist()) for r in replies] * 4)  # replies cycle
+    assert json.loads((run / "timed.json").read_text())["steps"] > 0
+    assert main([*args[:-4], "--replies-per-chat", "0"]) == 2
+
+
 def test_fresh_replies_without_teacher_replies_is_a_one_line_error(
     teacher_dir: Path, tmp_path: Path, capsys
 ) -> None:
