@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -89,13 +89,14 @@ def kl_metrics(
     teacher: K3ForCausalLM,
     student: K3ForCausalLM,
     seqs: list[Seq],
-    teacher_logits: list[torch.Tensor] | None = None,
+    teacher_logits: Sequence[torch.Tensor] | None = None,
     batch: int = 1,
 ) -> dict:
     """Mean KL(teacher‖student) per scored token and top-1 agreement (with its 95% bootstrap
     interval over sequences).
 
-    `teacher_logits` (one entry per sequence) skips the teacher forward when already known.
+    `teacher_logits` (one entry per sequence: a list, or `metrics.HeadLogits`) skips the
+    teacher forward when already known.
     `batch` > 1 runs that many sequences per forward, right-padded (causal: the padding never
     reaches a scored position), in order of length. One at a time (the default) is what the
     gate has always measured; on a GPU, one at a time is launch-bound (session 34: 78 s per

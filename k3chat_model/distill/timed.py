@@ -33,7 +33,7 @@ from .experts import cast, load_routed, routed_state, trainable
 from .factual_rows import factual_replies, factual_rows
 from .gate import assistant_sequences, chat_sequences, heldout_assistant, kl_metrics
 from .generate import generate
-from .metrics import swapped
+from .metrics import HeadLogits, swapped
 from .pipeline import load_hybrid, load_run, pretrained_lr_scale, stage2_rows
 from .stage2 import Stage2Config, train_stage2
 from .validation import quiz_set, validation_sets
@@ -147,12 +147,9 @@ def timed_stage2(
     val = validation_sets(run, replace(cfg, data_dir=str(data_dir)), teacher, tok)
     if factual:
         val["quiz"] = quiz_set(run, teacher, tok)
-    # The teacher's logits are kept for the smaller sets only: the topics set's (192 replies,
-    # ~31k positions x 49k vocabulary) would take gigabytes, so each evaluation recomputes them.
-    with torch.no_grad():
-        ref = {k: [teacher(torch.tensor([ids], device=device)).logits for ids, _ in v]
-               for k, v in [*sets.items(), *(("val_" + k, v) for k, v in val.items())]
-               if k != "val_topics"}  # fmt: skip
+    # The teacher runs once: each evaluation re-applies only its head to kept hidden states.
+    ref = {k: HeadLogits(teacher, [ids for ids, _ in v])
+           for k, v in [*sets.items(), *(("val_" + k, v) for k, v in val.items())]}  # fmt: skip
 
     def evaluate() -> dict:
         """KL/top-1 with the KDA layers in bf16 as they ship (as the gate runs them): on the
@@ -163,7 +160,7 @@ def timed_stage2(
                 k: kl_metrics(teacher, student, v, ref[k], eval_batch) for k, v in sets.items()
             }
             res["val"] = {
-                k: kl_metrics(teacher, student, v, ref.get("val_" + k), eval_batch)
+                k: kl_metrics(teacher, student, v, ref["val_" + k], eval_batch)
                 for k, v in val.items()
             }
             return res

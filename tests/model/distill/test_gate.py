@@ -108,3 +108,27 @@ def test_batched_kl_metrics_equal_one_sequence_at_a_time_on_a_kda_hybrid(
             known = kl_metrics(t, s, seqs, ref, batch=batch)  # with the teacher's logits given
             assert known["top1"] == one["top1"] and abs(known["kl"] - one["kl"]) <= close
     assert one["kl"] > 1e-4  # the hybrid differs from the teacher
+
+
+def test_head_logits_from_kept_hidden_states_equal_the_teachers_forward(
+    teacher_dir: Path,
+) -> None:
+    """`timed` evaluations score against `HeadLogits` (the teacher run once, its head
+    re-applied each time): the logits, and so the reported KL and top-1, must be the forward's
+    own, bit for bit, in the bf16 the evaluations use."""
+    from k3chat_model.distill.metrics import HeadLogits
+
+    t = load_model(teacher_dir, dtype=torch.bfloat16)
+    s = load_model(teacher_dir, dtype=torch.bfloat16)
+    with torch.no_grad():
+        s.model.layers[1].mlp.down_proj.weight.mul_(0.5)  # a student that differs
+    tok = ChatTokenizer(teacher_dir)
+    texts = ["the cat sat on the mat", "a dog ran far away over the hills", "ok"]
+    seqs = [tok.conversation([("user", f"say {x}"), ("assistant", x)]) for x in texts]
+    kept = HeadLogits(t, [ids for ids, _ in seqs])
+    assert len(kept) == 3
+    with torch.no_grad():
+        for j, (ids, _) in enumerate(seqs):
+            assert torch.equal(kept[j], t(torch.tensor([ids])).logits)
+    got, plain = kl_metrics(t, s, seqs, kept), kl_metrics(t, s, seqs)
+    assert got == plain and plain["kl"] > 1e-4
