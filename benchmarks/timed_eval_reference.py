@@ -24,10 +24,9 @@ import torch
 from timing import median_seconds
 
 from k3chat_model.distill.data import ChatTokenizer
-from k3chat_model.distill.gate import assistant_sequences, chat_sequences, heldout_assistant
 from k3chat_model.distill.metrics import HeadLogits
 from k3chat_model.distill.pipeline import load_run
-from k3chat_model.distill.validation import quiz_set, validation_sets
+from k3chat_model.distill.timed import evaluation_sets
 from k3chat_model.loading import load_model
 
 
@@ -41,12 +40,7 @@ def main() -> None:
     cfg, _ = load_run(a.run)
     teacher = load_model(Path(cfg.teacher), dtype=torch.bfloat16).eval()
     tok = ChatTokenizer(Path(cfg.teacher))
-    sets = {
-        "chat": chat_sequences(tok, Path(cfg.data_dir)),
-        "assistant": assistant_sequences(tok, heldout_assistant(teacher, tok)),
-    }
-    val = validation_sets(a.run, cfg, teacher, tok)
-    val["quiz"] = quiz_set(a.run, teacher, tok)
+    sets, val = evaluation_sets(a.run, cfg, teacher, tok, quiz=True)
     every = {**sets, **{"val_" + k: v for k, v in val.items()}}
     topics = [ids for ids, _ in val["topics"]]
 

@@ -27,6 +27,7 @@ import torch
 from ..errors import ConfigError
 from ..events import SamplingParams
 from ..loading import load_model
+from ..model import K3ForCausalLM
 from . import ckpt
 from .data import ChatTokenizer, interleave
 from .experts import cast, load_routed, routed_state, trainable
@@ -34,7 +35,7 @@ from .factual_rows import factual_replies, factual_rows
 from .gate import assistant_sequences, chat_sequences, heldout_assistant, kl_metrics
 from .generate import generate
 from .metrics import HeadLogits, swapped
-from .pipeline import load_hybrid, load_run, pretrained_lr_scale, stage2_rows
+from .pipeline import RunConfig, load_hybrid, load_run, pretrained_lr_scale, stage2_rows
 from .stage2 import Stage2Config, train_stage2
 from .validation import quiz_set, validation_sets
 from .weight_ema import WeightEMA
@@ -140,13 +141,7 @@ def timed_stage2(
         rows = interleave(rows, frows[order].to(rows.dtype), every=factual_every)
         mask = interleave(mask, fmask[order], every=factual_every)
         log(f"factual rows: {len(frows)} from {len(triples)} answers, 1 per {factual_every} rows")
-    sets = {
-        "chat": chat_sequences(tok, data_dir),
-        "assistant": assistant_sequences(tok, heldout_assistant(teacher, tok)),
-    }
-    val = validation_sets(run, replace(cfg, data_dir=str(data_dir)), teacher, tok)
-    if factual:
-        val["quiz"] = quiz_set(run, teacher, tok)
+    sets, val = evaluation_sets(run, replace(cfg, data_dir=str(data_dir)), teacher, tok, factual > 0)
     # The teacher runs once: each evaluation re-applies only its head to kept hidden states.
     ref = {k: HeadLogits(teacher, [ids for ids, _ in v])
            for k, v in [*sets.items(), *(("val_" + k, v) for k, v in val.items())]}  # fmt: skip
@@ -270,6 +265,21 @@ def timed_stage2(
         }
     )
     return report
+
+
+def evaluation_sets(
+    run: Path, cfg: RunConfig, teacher: K3ForCausalLM, tok: ChatTokenizer, quiz: bool
+) -> tuple[dict[str, list], dict[str, list]]:
+    """The sets each evaluation scores: the gate's (reported) and the selection sets (which
+    choose the snapshot; with `quiz`, the held-out quiz too, reported)."""
+    sets = {
+        "chat": chat_sequences(tok, Path(cfg.data_dir)),
+        "assistant": assistant_sequences(tok, heldout_assistant(teacher, tok)),
+    }
+    val = validation_sets(run, cfg, teacher, tok)
+    if quiz:
+        val["quiz"] = quiz_set(run, teacher, tok)
+    return sets, val
 
 
 def sample_fresh_replies(
