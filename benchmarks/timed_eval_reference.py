@@ -26,7 +26,7 @@ from timing import median_seconds
 from k3chat_model.distill.data import ChatTokenizer
 from k3chat_model.distill.metrics import HeadLogits
 from k3chat_model.distill.pipeline import load_run
-from k3chat_model.distill.timed import evaluation_sets
+from k3chat_model.distill.timed import evaluation_sets, reference_logits
 from k3chat_model.loading import load_model
 
 
@@ -41,7 +41,6 @@ def main() -> None:
     teacher = load_model(Path(cfg.teacher), dtype=torch.bfloat16).eval()
     tok = ChatTokenizer(Path(cfg.teacher))
     sets, val = evaluation_sets(a.run, cfg, teacher, tok, quiz=True)
-    every = {**sets, **{"val_" + k: v for k, v in val.items()}}
     topics = [ids for ids, _ in val["topics"]]
 
     def rerun() -> None:
@@ -52,7 +51,7 @@ def main() -> None:
     kept: dict[str, HeadLogits] = {}
 
     def build() -> None:
-        kept.update({k: HeadLogits(teacher, [ids for ids, _ in v]) for k, v in every.items()})
+        kept.update(reference_logits(teacher, sets, val))
 
     def heads() -> None:
         for ref in kept.values():
@@ -60,6 +59,7 @@ def main() -> None:
                 ref[j]
 
     vocab = teacher.config.vocab_size
+    every = {**sets, **{"val_" + k: v for k, v in val.items()}}
     positions = {k: sum(len(ids) for ids, _ in v) for k, v in every.items()}
     small = sum(n for k, n in positions.items() if k != "val_topics")
     print(f"nproc {os.cpu_count()}, threads {a.threads}, load {os.getloadavg()[0]:.2f}, "

@@ -143,8 +143,7 @@ def timed_stage2(
         log(f"factual rows: {len(frows)} from {len(triples)} answers, 1 per {factual_every} rows")
     sets, val = evaluation_sets(run, replace(cfg, data_dir=str(data_dir)), teacher, tok, factual > 0)
     # The teacher runs once: each evaluation re-applies only its head to kept hidden states.
-    ref = {k: HeadLogits(teacher, [ids for ids, _ in v])
-           for k, v in [*sets.items(), *(("val_" + k, v) for k, v in val.items())]}  # fmt: skip
+    ref = reference_logits(teacher, sets, val)
 
     def evaluate() -> dict:
         """KL/top-1 with the KDA layers in bf16 as they ship (as the gate runs them): on the
@@ -280,6 +279,15 @@ def evaluation_sets(
     if quiz:
         val["quiz"] = quiz_set(run, teacher, tok)
     return sets, val
+
+
+def reference_logits(
+    teacher: K3ForCausalLM, sets: dict[str, list], val: dict[str, list]
+) -> dict[str, HeadLogits]:
+    """The teacher's logits for every evaluation set, keyed as `sets` and `val_` + `val`'s keys:
+    one forward each now, only the head at each evaluation."""
+    named = [*sets.items(), *(("val_" + k, v) for k, v in val.items())]
+    return {k: HeadLogits(teacher, [ids for ids, _ in v]) for k, v in named}
 
 
 def sample_fresh_replies(
