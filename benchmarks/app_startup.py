@@ -23,7 +23,11 @@ from ptyproc import PtyProcess  # noqa: E402
 def one_run(model: str, sessions: str) -> tuple[float, float]:
     env = {**os.environ, "K3CHAT_SESSIONS_DIR": sessions, "TERM": "xterm"}
     t0 = time.perf_counter()
-    p = PtyProcess([sys.executable, "-m", "k3chat", "--plain", "--model", model, "--no-agent"], env, os.getcwd())
+    p = PtyProcess(
+        [sys.executable, "-m", "k3chat", "--plain", "--model", model, "--no-agent"],
+        env,
+        os.getcwd(),
+    )
     try:
         p.expect("> ", timeout=300)
         t_prompt = time.perf_counter() - t0
@@ -51,10 +55,14 @@ def main() -> None:
         runs = [one_run(args.model, d) for _ in range(args.repeats)]
     print("| measure | median s | runs |")
     print("|---|---|---|")
-    print(f"| `k3chat --plain` start → prompt ({args.model}) | {statistics.median(r[0] for r in runs):.2f} | "
-          f"{', '.join(f'{r[0]:.2f}' for r in runs)} |")
-    print(f"| send → first token | {statistics.median(r[1] for r in runs):.2f} | "
-          f"{', '.join(f'{r[1]:.2f}' for r in runs)} |")
+    print(
+        f"| `k3chat --plain` start → prompt ({args.model}) | {statistics.median(r[0] for r in runs):.2f} | "
+        f"{', '.join(f'{r[0]:.2f}' for r in runs)} |"
+    )
+    print(
+        f"| send → first token | {statistics.median(r[1] for r in runs):.2f} | "
+        f"{', '.join(f'{r[1]:.2f}' for r in runs)} |"
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,10 @@ from k3chat_model.events import Message, SamplingParams
 
 def env_line() -> str:
     load = os.getloadavg()
-    return (f"nproc={os.cpu_count()} load={load[0]:.2f},{load[1]:.2f},{load[2]:.2f} torch={torch.__version__} "
-            f"threads={torch.get_num_threads()} python={platform.python_version()}")
+    return (
+        f"nproc={os.cpu_count()} load={load[0]:.2f},{load[1]:.2f},{load[2]:.2f} torch={torch.__version__} "
+        f"threads={torch.get_num_threads()} python={platform.python_version()}"
+    )
 
 
 def read_bandwidth_gbs(n_bytes: int = 1 << 30, repeats: int = 5) -> float:
@@ -67,14 +69,19 @@ def decode_rate(engine: Engine, tokens: int, repeats: int) -> float:
     rates = []
     for _ in range(repeats):
         engine.reset()
-        stats = list(engine.generate([Message("user", "Tell me a long story about a lighthouse keeper.")],
-                                     sampling=sp))[-1]
+        stats = list(
+            engine.generate(
+                [Message("user", "Tell me a long story about a lighthouse keeper.")], sampling=sp
+            )
+        )[-1]
         rates.append(stats.decode_tps)
     return statistics.median(rates)
 
 
 def prefill_rate(engine: Engine, n: int, repeats: int) -> float:
-    ids = torch.randint(100, 40000 if engine.config.vocab_size > 40000 else engine.config.vocab_size - 1, (n,)).tolist()
+    ids = torch.randint(
+        100, 40000 if engine.config.vocab_size > 40000 else engine.config.vocab_size - 1, (n,)
+    ).tolist()
     times = []
     for _ in range(repeats):
         engine.reset()

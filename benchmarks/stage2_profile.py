@@ -94,7 +94,9 @@ def main() -> None:
         print(f"| `{op}` | {100 * t / total:.1f}% |")
     if a.by_shape:
         print("\n| operator | input shapes | share |\n|---|---|---|")
-        shaped = sorted(prof.key_averages(group_by_input_shape=True), key=lambda e: -e.self_cpu_time_total)
+        shaped = sorted(
+            prof.key_averages(group_by_input_shape=True), key=lambda e: -e.self_cpu_time_total
+        )
         for ev in shaped[: a.by_shape]:
             shapes = ", ".join(str(list(s)) for s in ev.input_shapes if s)
             print(f"| `{ev.key}` | {shapes} | {100 * ev.self_cpu_time_total / total:.1f}% |")

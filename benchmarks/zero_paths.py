@@ -68,8 +68,11 @@ def decode_seconds_per_token(model, prompt: torch.Tensor, n: int) -> float:  # n
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("teacher", type=Path, help="teacher-equivalent k3-smol checkpoint dir")
-    ap.add_argument("--kda", default="4,5,6,7,9,11,12,13,16,18,19,24,26,27,28,29",
-                    help="0-based layers of the hybrid (decode and stage 2)")
+    ap.add_argument(
+        "--kda",
+        default="4,5,6,7,9,11,12,13,16,18,19,24,26,27,28,29",
+        help="0-based layers of the hybrid (decode and stage 2)",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2, help="alternations of shortcut / full")
     ap.add_argument("--decode-tokens", type=int, default=48)
@@ -98,11 +101,14 @@ def main() -> None:
 
     cases = {
         "teacher forward, 2 x 512 (s)": lambda: median_seconds(lambda: teacher(rows), 3),
-        "hybrid decode after 256 tokens (s/token)": lambda: decode_seconds_per_token(hybrid, prompt, a.decode_tokens),
+        "hybrid decode after 256 tokens (s/token)": lambda: decode_seconds_per_token(
+            hybrid, prompt, a.decode_tokens
+        ),
     }
     if not a.skip_stage2:
         cases["stage-2 step, 2 x 512, all KDA training (s)"] = lambda: step_seconds(
-            teacher, student, kda, list(kda), rows, a.steps)
+            teacher, student, kda, list(kda), rows, a.steps
+        )
     times: dict[str, dict[str, list[float]]] = {k: {"shortcut": [], "full": []} for k in cases}
     for _ in range(a.rounds):
         for name, fn in cases.items():
@@ -117,7 +123,9 @@ def main() -> None:
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}"
     )
     print(f"hybrid KDA layers {layers}; {a.rounds} alternating rounds, medians")
-    print(f"teacher logits, shortcut vs full: relative difference {rel:.1e}, same argmax {same_top1:.2%}\n")
+    print(
+        f"teacher logits, shortcut vs full: relative difference {rel:.1e}, same argmax {same_top1:.2%}\n"
+    )
     print("| workload | full | shortcuts | speed-up |")
     print("|---|---|---|---|")
     for name, t in times.items():

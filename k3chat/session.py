@@ -200,8 +200,10 @@ class Session:
         try:
             write_json_atomic(self.meta_path, self.meta)
         except OSError as e:
-            raise SessionWriteError(f"cannot update {self.meta_path}: {e.strerror or e}",
-                                    hint="the event log is intact; meta.json is rebuilt from it") from e
+            raise SessionWriteError(
+                f"cannot update {self.meta_path}: {e.strerror or e}",
+                hint="the event log is intact; meta.json is rebuilt from it",
+            ) from e
 
     def close(self) -> None:
         if self._fd is not None:

@@ -68,7 +68,7 @@ class GrowBuffer:
             if self.data is not None and self.length:
                 new[:, : self.length] = self.data[:, : self.length]
             self.data = new
-        self.data[:, self.length:need] = x
+        self.data[:, self.length : need] = x
         self.length = need
         return self.data[:, :need]
 
@@ -186,10 +186,17 @@ class Cache:
     memory-mapped files in `offload_dir` (a temp dir by default).
     """
 
-    def __init__(self, kinds: list[str], *, ram_budget_bytes: int | None = None,
-                 offload_dir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        kinds: list[str],
+        *,
+        ram_budget_bytes: int | None = None,
+        offload_dir: str | Path | None = None,
+    ) -> None:
         self.kinds = kinds
-        self.layers = [KDAState() if k == "kda" else MLACache() if k == "mla" else GQACache() for k in kinds]
+        self.layers = [
+            KDAState() if k == "kda" else MLACache() if k == "mla" else GQACache() for k in kinds
+        ]
         self.seen = 0
         self.ram_budget_bytes = ram_budget_bytes
         self.offload_dir = str(offload_dir) if offload_dir else None
@@ -253,10 +260,12 @@ class Cache:
                 out[f"layers.{i}.{k}"] = v.detach().cpu().contiguous()
         return out
 
-    def load_state_dict(self, st: dict[str, torch.Tensor], seen: int, device: str | torch.device = "cpu") -> None:
+    def load_state_dict(
+        self, st: dict[str, torch.Tensor], seen: int, device: str | torch.device = "cpu"
+    ) -> None:
         for i, la in enumerate(self.layers):
             prefix = f"layers.{i}."
-            la.load({k[len(prefix):]: v.to(device) for k, v in st.items() if k.startswith(prefix)})
+            la.load({k[len(prefix) :]: v.to(device) for k, v in st.items() if k.startswith(prefix)})
         self.seen = seen
 
     def memory_report(self) -> dict[str, int]:
@@ -266,5 +275,8 @@ class Cache:
                 disk += la.nbytes
             else:
                 ram += la.nbytes
-        return {"cache_ram": ram, "cache_disk": disk,
-                "kda_state": sum(la.nbytes for la in self.layers if isinstance(la, KDAState))}
+        return {
+            "cache_ram": ram,
+            "cache_disk": disk,
+            "kda_state": sum(la.nbytes for la in self.layers if isinstance(la, KDAState)),
+        }

@@ -143,7 +143,9 @@ class K3Config:
         if raw.get("mla_use_output_gate") is not None:
             kw["mla_use_output_gate"] = bool(raw["mla_use_output_gate"])
         if raw.get("mla_use_nope") is False:
-            raise UnsupportedArchitecture("MLA with rotary embeddings (mla_use_nope=false) is not supported")
+            raise UnsupportedArchitecture(
+                "MLA with rotary embeddings (mla_use_nope=false) is not supported"
+            )
         lin = raw.get("linear_attn_config") or {}
         n = raw.get("num_hidden_layers")
         if not isinstance(n, int) or n <= 0:
@@ -155,13 +157,17 @@ class K3Config:
         for name, lst in (("kda_layers", kda_1b), ("full_attn_layers", full_1b)):
             bad = [x for x in lst if not isinstance(x, int) or not 1 <= x <= n]
             if bad:
-                raise ConfigError(f"linear_attn_config.{name} has out-of-range entries {bad[:5]} (layers are 1..{n})")
+                raise ConfigError(
+                    f"linear_attn_config.{name} has out-of-range entries {bad[:5]} (layers are 1..{n})"
+                )
         overlap = sorted(set(kda_1b) & set(full_1b))
         if overlap:
             raise ConfigError(f"layers {overlap[:5]} are listed as both KDA and full attention")
         missing = sorted(set(range(1, n + 1)) - set(kda_1b) - set(full_1b))
         if missing:
-            raise ConfigError(f"layers {missing[:5]} are in neither kda_layers nor full_attn_layers")
+            raise ConfigError(
+                f"layers {missing[:5]} are in neither kda_layers nor full_attn_layers"
+            )
         kw["kda_layers"] = sorted(x - 1 for x in kda_1b)
         kw["kda_num_heads"] = lin.get("num_heads", raw.get("num_attention_heads", 0))
         kw["kda_head_dim"] = lin.get("head_dim", 128)
@@ -170,7 +176,9 @@ class K3Config:
         kw["kda_gate_lower_bound"] = lin.get("gate_lower_bound")
         kw["model_type"] = model_type
         kw["quantization_config"] = quant
-        ignored = sorted(set(raw) - known - {"linear_attn_config", "num_experts_per_tok", "mla_use_nope"})
+        ignored = sorted(
+            set(raw) - known - {"linear_attn_config", "num_experts_per_tok", "mla_use_nope"}
+        )
         if ignored:
             log.debug("config.json keys not used by the engine: %s", ", ".join(ignored))
         try:
@@ -201,9 +209,18 @@ class K3Config:
             if not ok:
                 raise ConfigError(msg)
 
-        need(self.hidden_size > 0 and self.vocab_size > 0, "hidden_size and vocab_size must be positive")
-        need(self.hidden_act in ("situ", "silu"), f"hidden_act {self.hidden_act!r} is not one of situ, silu")
-        need(self.full_attn_type in ("mla", "gqa"), f"full_attn_type {self.full_attn_type!r} is not mla or gqa")
+        need(
+            self.hidden_size > 0 and self.vocab_size > 0,
+            "hidden_size and vocab_size must be positive",
+        )
+        need(
+            self.hidden_act in ("situ", "silu"),
+            f"hidden_act {self.hidden_act!r} is not one of situ, silu",
+        )
+        need(
+            self.full_attn_type in ("mla", "gqa"),
+            f"full_attn_type {self.full_attn_type!r} is not mla or gqa",
+        )
         kinds = self.layer_kinds
         if "kda" in kinds:
             need(self.kda_num_heads > 0, "linear_attn_config.num_heads must be positive")
@@ -213,18 +230,30 @@ class K3Config:
         if "gqa" in kinds:
             h, kv = self.num_attention_heads, self.num_key_value_heads or self.num_attention_heads
             need(h > 0, "num_attention_heads must be positive")
-            need(h % kv == 0, f"num_attention_heads={h} must be divisible by num_key_value_heads={kv}")
-            need(self.head_dim is not None or self.hidden_size % h == 0,
-                 f"hidden_size={self.hidden_size} must be divisible by num_attention_heads={h}")
+            need(
+                h % kv == 0,
+                f"num_attention_heads={h} must be divisible by num_key_value_heads={kv}",
+            )
+            need(
+                self.head_dim is not None or self.hidden_size % h == 0,
+                f"hidden_size={self.hidden_size} must be divisible by num_attention_heads={h}",
+            )
             need(self.gqa_head_dim % 2 == 0, "GQA head_dim must be even for RoPE")
         if self.num_experts:
-            need(0 < self.num_experts_per_token <= self.num_experts,
-                 f"num_experts_per_token={self.num_experts_per_token} must be in 1..num_experts={self.num_experts}")
+            need(
+                0 < self.num_experts_per_token <= self.num_experts,
+                f"num_experts_per_token={self.num_experts_per_token} must be in 1..num_experts={self.num_experts}",
+            )
             need(self.moe_intermediate_size > 0, "moe_intermediate_size must be positive")
-            need(self.moe_router_activation_func in ("sigmoid", "softmax"),
-                 f"moe_router_activation_func {self.moe_router_activation_func!r} is not sigmoid or softmax")
+            need(
+                self.moe_router_activation_func in ("sigmoid", "softmax"),
+                f"moe_router_activation_func {self.moe_router_activation_func!r} is not sigmoid or softmax",
+            )
         if any(not self.is_moe_layer(i) for i in range(self.num_hidden_layers)):
-            need(self.intermediate_size > 0, "intermediate_size must be positive for dense MLP layers")
+            need(
+                self.intermediate_size > 0,
+                "intermediate_size must be positive for dense MLP layers",
+            )
         if self.attn_res_block_size is not None:
             need(self.attn_res_block_size > 0, "attn_res_block_size must be positive")
 

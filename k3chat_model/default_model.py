@@ -98,8 +98,10 @@ def shipped_delta() -> tuple[Path, str, dict] | None:
         info = json.loads(manifest.read_text())
         return DELTAS_DIR / info["file"], info["sha256"], info
     except (OSError, ValueError, KeyError) as e:
-        raise DefaultModelError(f"{manifest}: unreadable delta manifest ({e})",
-                                hint=f"reinstall k3chat, or set {DELTA_ENV}=none") from e
+        raise DefaultModelError(
+            f"{manifest}: unreadable delta manifest ({e})",
+            hint=f"reinstall k3chat, or set {DELTA_ENV}=none",
+        ) from e
 
 
 def build_hash(with_delta: bool = True) -> str:
@@ -180,8 +182,10 @@ def _apply_shipped_delta(build_dir: Path, report: Progress) -> None:
     try:
         apply_delta(build_dir, path, expected_sha256=sha)
     except CheckpointError as e:
-        raise DefaultModelError(f"applying the k3-smol delta failed: {e.msg}",
-                                hint=f"reinstall k3chat, or set {DELTA_ENV}=none for the teacher build") from e
+        raise DefaultModelError(
+            f"applying the k3-smol delta failed: {e.msg}",
+            hint=f"reinstall k3chat, or set {DELTA_ENV}=none for the teacher build",
+        ) from e
     report("apply delta", 1, 1)
 
 

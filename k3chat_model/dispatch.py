@@ -17,7 +17,15 @@ import torch
 from .errors import K3Error
 from .loading import Progress, build_empty, fill_from_checkpoint, keep_high_precision
 
-NO_SPLIT = ["Expert", "KimiDeltaAttention", "MLAttention", "GQAAttention", "GatedMLP", "AttnResSite", "Router"]
+NO_SPLIT = [
+    "Expert",
+    "KimiDeltaAttention",
+    "MLAttention",
+    "GQAAttention",
+    "GatedMLP",
+    "AttnResSite",
+    "Router",
+]
 
 
 def _device_for(name: str, device_map: dict[str, str | int | torch.device]) -> str:
@@ -37,10 +45,17 @@ def plan_device_map(model, device_map, max_memory: dict | None, dtype: torch.dty
     if isinstance(device_map, dict):
         return device_map
     if device_map in (None, "cpu"):
-        return {"": "cpu"} if not max_memory else infer_auto_device_map(
-            model, max_memory=max_memory, no_split_module_classes=NO_SPLIT, dtype=dtype)
+        return (
+            {"": "cpu"}
+            if not max_memory
+            else infer_auto_device_map(
+                model, max_memory=max_memory, no_split_module_classes=NO_SPLIT, dtype=dtype
+            )
+        )
     if device_map in ("auto", "balanced", "sequential"):
-        return infer_auto_device_map(model, max_memory=max_memory, no_split_module_classes=NO_SPLIT, dtype=dtype)
+        return infer_auto_device_map(
+            model, max_memory=max_memory, no_split_module_classes=NO_SPLIT, dtype=dtype
+        )
     if isinstance(device_map, str):
         try:
             torch.device(device_map)
@@ -48,12 +63,21 @@ def plan_device_map(model, device_map, max_memory: dict | None, dtype: torch.dty
             pass
         else:
             return {"": device_map}
-    raise K3Error(f"unknown device_map {device_map!r}", hint='use "auto", "cpu" or a {module: device} dict')
+    raise K3Error(
+        f"unknown device_map {device_map!r}", hint='use "auto", "cpu" or a {module: device} dict'
+    )
 
 
-def load_dispatched(path: Path, *, dtype: torch.dtype, device_map=None, max_memory: dict | None = None,
-                    offload_folder: str | None = None, quantization: str | None = None,
-                    progress: Progress | None = None):
+def load_dispatched(
+    path: Path,
+    *,
+    dtype: torch.dtype,
+    device_map=None,
+    max_memory: dict | None = None,
+    offload_folder: str | None = None,
+    quantization: str | None = None,
+    progress: Progress | None = None,
+):
     """Load `path` placed per `device_map`/`max_memory`; disk-mapped weights stream from the shards."""
     from accelerate import dispatch_model
 
@@ -67,12 +91,16 @@ def load_dispatched(path: Path, *, dtype: torch.dtype, device_map=None, max_memo
         return dev
 
     index: dict[str, dict] = {}
-    fill_from_checkpoint(model, Path(path), shards, dtype, place=place, offload_index=index, progress=progress)
+    fill_from_checkpoint(
+        model, Path(path), shards, dtype, place=place, offload_index=index, progress=progress
+    )
     model.eval().requires_grad_(False)
     if quantization:
         if index:
-            raise K3Error("bitsandbytes quantization cannot be combined with disk offload",
-                          hint="4-bit weights do not stream through Accelerate hooks; give more max_memory or drop --quantize")
+            raise K3Error(
+                "bitsandbytes quantization cannot be combined with disk offload",
+                hint="4-bit weights do not stream through Accelerate hooks; give more max_memory or drop --quantize",
+            )
         from .quantize import quantize_model
 
         quantize_model(model, quantization)
@@ -85,10 +113,21 @@ def load_dispatched(path: Path, *, dtype: torch.dtype, device_map=None, max_memo
 
         offload_folder = tempfile.mkdtemp(prefix="k3chat-offload-")
     # tensors of disk-mapped modules that stayed in RAM: Accelerate's hooks serve them from here
-    kept = {n: t for n, t in [*model.named_parameters(), *model.named_buffers()]
-            if not t.is_meta and _device_for(n, dmap) == "disk"}
-    model = dispatch_model(model, dmap, main_device=main, state_dict=kept, offload_dir=offload_folder,
-                           offload_index=index or None, offload_buffers=True, force_hooks=True)
+    kept = {
+        n: t
+        for n, t in [*model.named_parameters(), *model.named_buffers()]
+        if not t.is_meta and _device_for(n, dmap) == "disk"
+    }
+    model = dispatch_model(
+        model,
+        dmap,
+        main_device=main,
+        state_dict=kept,
+        offload_dir=offload_folder,
+        offload_index=index or None,
+        offload_buffers=True,
+        force_hooks=True,
+    )
     model.offload_map = dmap
     model.offload_index = index
     if any(".experts." in n for n in index):

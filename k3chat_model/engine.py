@@ -42,8 +42,14 @@ STATE_FILE = "cache.safetensors"
 STATE_VERSION = "1"
 
 Progress = Callable[[str, int, int], None]
-DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32, "fp32": torch.float32,
-          "float16": torch.float16, "fp16": torch.float16}
+DTYPES = {
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
 
 
 def resolve_model_dir(model: str | Path, progress: Progress | None = None) -> Path:
@@ -56,9 +62,14 @@ def resolve_model_dir(model: str | Path, progress: Progress | None = None) -> Pa
     if path.is_dir() and (path / "config.json").exists():
         return path
     if path.is_dir():
-        raise ModelNotFound(f"{path}: no config.json in this directory", hint="point --model at a checkpoint directory")
-    raise ModelNotFound(f"unknown model {str(model)!r}",
-                        hint="use 'k3-smol' (the built-in default) or a path to a checkpoint directory")
+        raise ModelNotFound(
+            f"{path}: no config.json in this directory",
+            hint="point --model at a checkpoint directory",
+        )
+    raise ModelNotFound(
+        f"unknown model {str(model)!r}",
+        hint="use 'k3-smol' (the built-in default) or a path to a checkpoint directory",
+    )
 
 
 def weights_fingerprint(path: Path) -> str:
@@ -74,8 +85,17 @@ def weights_fingerprint(path: Path) -> str:
 
 
 class Engine:
-    def __init__(self, model, tokenizer, chat_format, *, model_dir: Path, model_id: str,
-                 quantization: str | None = None, default_sampling: SamplingParams | None = None) -> None:
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        chat_format,
+        *,
+        model_dir: Path,
+        model_id: str,
+        quantization: str | None = None,
+        default_sampling: SamplingParams | None = None,
+    ) -> None:
         self.model = model
         self.config: K3Config = model.config
         self.tokenizer = tokenizer
@@ -91,7 +111,9 @@ class Engine:
         self.supports_thinking = bool(getattr(chat_format, "supports_thinking", False))
         weights = sum(t.numel() * t.element_size() for t in model.parameters())
         env = os.environ.get("K3CHAT_DECODE_THREADS")
-        self.decode_threads = int(env) if env else (1 if weights < SMALL_MODEL_BYTES else torch.get_num_threads())
+        self.decode_threads = (
+            int(env) if env else (1 if weights < SMALL_MODEL_BYTES else torch.get_num_threads())
+        )
         self.kv_ram_budget: int | None = None
         self.offload_dir: str | None = None
         self._lock = threading.Lock()
@@ -99,10 +121,18 @@ class Engine:
 
     # ---- construction ----------------------------------------------------------------------
     @classmethod
-    def load(cls, model: str | Path = "k3-smol", *, dtype: str | torch.dtype = "auto",
-             device_map: str | dict | None = None, max_memory: dict | None = None,
-             offload_folder: str | None = None, quantization: str | None = None,
-             kv_ram_budget: int | None = None, progress: Progress | None = None) -> Engine:
+    def load(
+        cls,
+        model: str | Path = "k3-smol",
+        *,
+        dtype: str | torch.dtype = "auto",
+        device_map: str | dict | None = None,
+        max_memory: dict | None = None,
+        offload_folder: str | None = None,
+        quantization: str | None = None,
+        kv_ram_budget: int | None = None,
+        progress: Progress | None = None,
+    ) -> Engine:
         from .chat_format import load_chat_format
         from .loading import load_model
         from .tokenizer import load_tokenizer
@@ -113,8 +143,15 @@ class Engine:
         if device_map is not None or max_memory is not None or offload_folder is not None:
             from .dispatch import load_dispatched
 
-            net = load_dispatched(path, dtype=dtype, device_map=device_map, max_memory=max_memory,
-                                  offload_folder=offload_folder, quantization=quantization, progress=progress)
+            net = load_dispatched(
+                path,
+                dtype=dtype,
+                device_map=device_map,
+                max_memory=max_memory,
+                offload_folder=offload_folder,
+                quantization=quantization,
+                progress=progress,
+            )
         else:
             net = load_model(path, dtype=dtype, progress=progress)
             if quantization:
@@ -125,8 +162,15 @@ class Engine:
         raw_config = json.loads((path / "config.json").read_text())
         fmt = load_chat_format(path, tok, raw_config)
         model_id = "k3-smol" if str(model) in ("k3-smol", "default") else path.name
-        engine = cls(net, tok, fmt, model_dir=path, model_id=model_id, quantization=quantization,
-                     default_sampling=_generation_defaults(path))
+        engine = cls(
+            net,
+            tok,
+            fmt,
+            model_dir=path,
+            model_id=model_id,
+            quantization=quantization,
+            default_sampling=_generation_defaults(path),
+        )
         engine.kv_ram_budget = kv_ram_budget
         engine.offload_dir = offload_folder
         engine.reset()
@@ -140,8 +184,10 @@ class Engine:
         self._boundary: tuple[int, list[KDAState | None]] | None = None
 
     def _new_cache(self) -> Cache:
-        return self.model.make_cache(ram_budget_bytes=getattr(self, "kv_ram_budget", None),
-                                     offload_dir=getattr(self, "offload_dir", None))
+        return self.model.make_cache(
+            ram_budget_bytes=getattr(self, "kv_ram_budget", None),
+            offload_dir=getattr(self, "offload_dir", None),
+        )
 
     @property
     def cached_tokens(self) -> int:
@@ -173,11 +219,16 @@ class Engine:
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text))
 
-    def render(self, messages: list[Message], tools: list[dict] | None = None, thinking: bool = False) -> list[int]:
-        return self.chat_format.encode(messages, tools=tools, thinking=thinking, add_generation_prompt=True)
+    def render(
+        self, messages: list[Message], tools: list[dict] | None = None, thinking: bool = False
+    ) -> list[int]:
+        return self.chat_format.encode(
+            messages, tools=tools, thinking=thinking, add_generation_prompt=True
+        )
 
-    def count_message_tokens(self, messages: list[Message], tools: list[dict] | None = None,
-                             thinking: bool = False) -> int:
+    def count_message_tokens(
+        self, messages: list[Message], tools: list[dict] | None = None, thinking: bool = False
+    ) -> int:
         return len(self.render(messages, tools, thinking))
 
     # ---- generation ------------------------------------------------------------------------
@@ -191,19 +242,24 @@ class Engine:
 
     def _prefill_steps(self, ids: list[int], cancel: threading.Event | None):
         """Yield (done, total, logits) after each chunk of the tokens the cache does not cover."""
-        todo = ids[self._rewind_for(ids):]
+        todo = ids[self._rewind_for(ids) :]
         done = 0
         for i in range(0, len(todo), PREFILL_CHUNK):
             if cancel is not None and cancel.is_set():
                 return
-            chunk = todo[i:i + PREFILL_CHUNK]
+            chunk = todo[i : i + PREFILL_CHUNK]
             logits = self._forward(chunk)
             self._ids.extend(chunk)
             done += len(chunk)
             yield done, len(todo), logits
 
-    def prefill(self, ids: list[int], *, cancel: threading.Event | None = None,
-                on_progress: Callable[[int, int], None] | None = None) -> tuple[torch.Tensor | None, int]:
+    def prefill(
+        self,
+        ids: list[int],
+        *,
+        cancel: threading.Event | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> tuple[torch.Tensor | None, int]:
         """Make the cache cover `ids`. Returns (last-token logits, or None if cancelled; tokens computed)."""
         logits, done, total = None, 0, 0
         for done, total, logits in self._prefill_steps(ids, cancel):
@@ -211,14 +267,26 @@ class Engine:
                 on_progress(done, total)
         return (logits if done == total else None), done
 
-    def generate(self, messages: list[Message], *, tools: list[dict] | None = None,
-                 sampling: SamplingParams | None = None, thinking: bool = False,
-                 cancel: threading.Event | None = None,
-                 on_prefill_progress: Callable[[int, int], None] | None = None) -> Iterator[EngineEvent]:
+    def generate(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[dict] | None = None,
+        sampling: SamplingParams | None = None,
+        thinking: bool = False,
+        cancel: threading.Event | None = None,
+        on_prefill_progress: Callable[[int, int], None] | None = None,
+    ) -> Iterator[EngineEvent]:
         """Stream events for the assistant's reply to `messages`; `Stats` is always the last event."""
         with self._lock:
-            yield from self._generate(messages, tools, sampling or self.default_sampling, thinking, cancel,
-                                      on_prefill_progress)
+            yield from self._generate(
+                messages,
+                tools,
+                sampling or self.default_sampling,
+                thinking,
+                cancel,
+                on_prefill_progress,
+            )
 
     def _generate(self, messages, tools, sp: SamplingParams, thinking, cancel, on_prefill_progress):
         ids = self.render(messages, tools if self.supports_tools else None, thinking)
@@ -251,15 +319,17 @@ class Engine:
         """Sample until a stop token, the token limit or cancel; yields parsed events."""
         stops = set(self.chat_format.stop_token_ids()) | set(sp.stop_token_ids)
         gen = torch.Generator().manual_seed(sp.seed) if sp.seed is not None else None
-        recent = list(ids[-sp.repetition_window:]) if sp.repetition_window else []
+        recent = list(ids[-sp.repetition_window :]) if sp.repetition_window else []
         produced, finish, saw_tool = 0, "length", False
         limit = max(0, min(sp.max_tokens, self.context_length - len(ids)))
         for _ in range(limit):
             if cancel is not None and cancel.is_set():
                 finish = "cancelled"
                 break
-            window = recent[-sp.repetition_window:] if sp.repetition_window else []
-            tok = sample_next(logits, sp, torch.tensor(window, dtype=torch.long, device=logits.device), gen)
+            window = recent[-sp.repetition_window :] if sp.repetition_window else []
+            tok = sample_next(
+                logits, sp, torch.tensor(window, dtype=torch.long, device=logits.device), gen
+            )
             produced += 1
             if tok in stops:
                 finish = "stop"
@@ -279,9 +349,16 @@ class Engine:
 
     def _stats(self, ids, prefilled, produced, prefill_s, decode_s, finish) -> Stats:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        return Stats(prompt_tokens=len(ids), prefilled_tokens=prefilled, completion_tokens=produced,
-                     prefill_s=prefill_s, decode_s=decode_s, finish_reason=finish,
-                     context_tokens=self.cached_tokens, peak_bytes=peak)
+        return Stats(
+            prompt_tokens=len(ids),
+            prefilled_tokens=prefilled,
+            completion_tokens=produced,
+            prefill_s=prefill_s,
+            decode_s=decode_s,
+            finish_reason=finish,
+            context_tokens=self.cached_tokens,
+            peak_bytes=peak,
+        )
 
     # ---- snapshots -------------------------------------------------------------------------
     def save_state(self, directory: str | Path) -> None:
@@ -292,15 +369,25 @@ class Engine:
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".state-", dir=directory.parent))
         try:
-            meta = {"format": STATE_VERSION, "config_hash": self.config_hash, "model_id": self.model_id,
-                    "token_ids": json.dumps(self._ids), "seen": str(self.cache.seen)}
+            meta = {
+                "format": STATE_VERSION,
+                "config_hash": self.config_hash,
+                "model_id": self.model_id,
+                "token_ids": json.dumps(self._ids),
+                "seen": str(self.cache.seen),
+            }
             tensors = self.cache.state_dict()
             if self._boundary is not None:
                 n, kda = self._boundary
                 meta["boundary"] = str(n)
                 for i, st in enumerate(kda):
                     if st is not None:
-                        tensors.update({f"boundary.{i}.{k}": v.cpu().contiguous() for k, v in st.state().items()})
+                        tensors.update(
+                            {
+                                f"boundary.{i}.{k}": v.cpu().contiguous()
+                                for k, v in st.state().items()
+                            }
+                        )
             save_file(tensors, str(tmp / STATE_FILE), metadata=meta)
             os.chmod(tmp / STATE_FILE, 0o600)
             if directory.exists():
@@ -331,11 +418,15 @@ class Engine:
             raise StateMismatch(
                 f"{file}: snapshot was made by another model ({meta.get('model_id', '?')}, "
                 f"hash {meta.get('config_hash', '?')}), this is {self.model_id} ({self.config_hash})",
-                hint="the session will be re-prefilled from its events instead")
+                hint="the session will be re-prefilled from its events instead",
+            )
         cache = self._new_cache()
         dev = self._device()
-        cache.load_state_dict({k: v for k, v in tensors.items() if k.startswith("layers.")},
-                              int(meta.get("seen", 0)), dev)
+        cache.load_state_dict(
+            {k: v for k, v in tensors.items() if k.startswith("layers.")},
+            int(meta.get("seen", 0)),
+            dev,
+        )
         self.cache = cache
         self._ids = json.loads(meta.get("token_ids", "[]"))
         self._boundary = None
@@ -347,7 +438,7 @@ class Engine:
                     continue
                 st = KDAState()
                 pre = f"boundary.{i}."
-                st.load({k[len(pre):]: v.to(dev) for k, v in tensors.items() if k.startswith(pre)})
+                st.load({k[len(pre) :]: v.to(dev) for k, v in tensors.items() if k.startswith(pre)})
                 kda.append(st)
             self._boundary = (int(meta["boundary"]), kda)
         return True

@@ -41,7 +41,7 @@ def remap_official_name(name: str) -> str | None:
     if name.startswith(SKIP_PREFIXES) or name.endswith(IGNORED_SUFFIXES):
         return None
     if name.startswith("language_model."):
-        name = name[len("language_model."):]
+        name = name[len("language_model.") :]
     if name.startswith("layers."):
         name = "model." + name
     return _ATTN_RES.sub(lambda m: f"{m.group(1)}_res.{m.group(2)}_weight", name)
@@ -95,11 +95,18 @@ def _fit_a_log(value: torch.Tensor, want: torch.Size, shard: str, name: str) -> 
         return flat
     if flat.numel() > H and torch.all(flat[H:] == 0):
         return flat[:H]
-    raise CheckpointError(f"{shard}: {name} has {flat.numel()} values, expected {H} heads (or a zero-padded longer vector)")
+    raise CheckpointError(
+        f"{shard}: {name} has {flat.numel()} values, expected {H} heads (or a zero-padded longer vector)"
+    )
 
 
-def load_model(path: str | Path, *, dtype: torch.dtype | str = torch.bfloat16, device: str | torch.device = "cpu",
-               progress: Progress | None = None) -> K3ForCausalLM:
+def load_model(
+    path: str | Path,
+    *,
+    dtype: torch.dtype | str = torch.bfloat16,
+    device: str | torch.device = "cpu",
+    progress: Progress | None = None,
+) -> K3ForCausalLM:
     """Load a checkpoint directory into a `K3ForCausalLM` (eval mode, no grad).
 
     Raises:
@@ -109,8 +116,14 @@ def load_model(path: str | Path, *, dtype: torch.dtype | str = torch.bfloat16, d
     """
     path = Path(path)
     if isinstance(dtype, str):
-        dtype = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32,
-                 "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16}[dtype]
+        dtype = {
+            "bfloat16": torch.bfloat16,
+            "bf16": torch.bfloat16,
+            "float32": torch.float32,
+            "fp32": torch.float32,
+            "float16": torch.float16,
+            "fp16": torch.float16,
+        }[dtype]
     model, shards = build_empty(path)
     fill_from_checkpoint(model, path, shards, dtype, progress=progress)
     model.eval().requires_grad_(False)
@@ -129,9 +142,16 @@ def build_empty(path: Path) -> tuple[K3ForCausalLM, dict[str, list[str]]]:
     return model, shards
 
 
-def fill_from_checkpoint(model: K3ForCausalLM, path: Path, shards: dict[str, list[str]], dtype: torch.dtype, *,
-                         place: Callable[[str], str] | None = None, offload_index: dict | None = None,
-                         progress: Progress | None = None) -> None:
+def fill_from_checkpoint(
+    model: K3ForCausalLM,
+    path: Path,
+    shards: dict[str, list[str]],
+    dtype: torch.dtype,
+    *,
+    place: Callable[[str], str] | None = None,
+    offload_index: dict | None = None,
+    progress: Progress | None = None,
+) -> None:
     """Load every shard into `model`; raise CheckpointError naming what is still missing."""
     loaded: set[str] = set()
     total = len(shards)
@@ -142,11 +162,21 @@ def fill_from_checkpoint(model: K3ForCausalLM, path: Path, shards: dict[str, lis
     if model.config.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
     skip = set(offload_index or {})
-    missing = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta and n not in skip]
+    missing = [
+        n
+        for n, t in [*model.named_parameters(), *model.named_buffers()]
+        if t.is_meta and n not in skip
+    ]
     if missing:
-        listed = {remap_official_name(k): (k, shard) for shard, keys in shards.items() for k in keys}
-        where = [f"{listed[n][0]} (indexed in {listed[n][1]}, absent from the file)" if n in listed else n
-                 for n in missing[:5]]
+        listed = {
+            remap_official_name(k): (k, shard) for shard, keys in shards.items() for k in keys
+        }
+        where = [
+            f"{listed[n][0]} (indexed in {listed[n][1]}, absent from the file)"
+            if n in listed
+            else n
+            for n in missing[:5]
+        ]
         raise CheckpointError(
             f"{path}: checkpoint is missing {len(missing)} tensor(s): {', '.join(where)}",
             hint="the checkpoint is incomplete or was written for another config",
@@ -166,8 +196,14 @@ def _any_packed(path: Path, shards: dict[str, list[str]]) -> bool:
     return False
 
 
-def _load_shard(model: nn.Module, file: Path, dtype: torch.dtype, loaded: set[str],
-                place: Callable[[str], str] | None = None, offload_index: dict | None = None) -> None:
+def _load_shard(
+    model: nn.Module,
+    file: Path,
+    dtype: torch.dtype,
+    loaded: set[str],
+    place: Callable[[str], str] | None = None,
+    offload_index: dict | None = None,
+) -> None:
     """Fill the model's tensors from one shard.
 
     `place(name)` gives each tensor's device; "disk" tensors stay on meta and are recorded in
@@ -178,7 +214,10 @@ def _load_shard(model: nn.Module, file: Path, dtype: torch.dtype, loaded: set[st
     try:
         f = safe_open(file, framework="pt")
     except Exception as e:  # noqa: BLE001 - safetensors raises several types for damaged headers
-        raise CheckpointError(f"{file}: cannot read safetensors file ({e})", hint="the file may be truncated or corrupt") from e
+        raise CheckpointError(
+            f"{file}: cannot read safetensors file ({e})",
+            hint="the file may be truncated or corrupt",
+        ) from e
     with f:
         for key in f.keys():
             name = remap_official_name(key)
@@ -186,7 +225,10 @@ def _load_shard(model: nn.Module, file: Path, dtype: torch.dtype, loaded: set[st
                 continue
             want = _expected(model, name)
             if want is None:
-                raise CheckpointError(f"{file}: unexpected tensor {key!r}", hint="the checkpoint does not match config.json")
+                raise CheckpointError(
+                    f"{file}: unexpected tensor {key!r}",
+                    hint="the checkpoint does not match config.json",
+                )
             device = place(name) if place else "cpu"
             if device == "disk" and offload_index is not None:
                 entry = {"safetensors_file": str(file), "weight_name": key}
@@ -200,12 +242,15 @@ def _load_shard(model: nn.Module, file: Path, dtype: torch.dtype, loaded: set[st
             try:
                 value = f.get_tensor(key)
             except Exception as e:  # noqa: BLE001
-                raise CheckpointError(f"{file}: cannot read tensor {key!r} ({e})", hint="the file may be truncated") from e
+                raise CheckpointError(
+                    f"{file}: cannot read tensor {key!r} ({e})", hint="the file may be truncated"
+                ) from e
             if name.endswith("A_log"):
                 value = _fit_a_log(value, want.shape, file.name, key)
             if tuple(value.shape) != tuple(want.shape):
                 raise CheckpointError(
-                    f"{file}: tensor {key!r} has shape {list(value.shape)}, expected {list(want.shape)}")
+                    f"{file}: tensor {key!r} has shape {list(value.shape)}, expected {list(want.shape)}"
+                )
             if value.is_floating_point():
                 keep = keep_high_precision(name) and value.dtype == torch.float32
                 value = value.to(torch.float32 if keep else dtype)

@@ -65,16 +65,20 @@ class K3Model(nn.Module):
         self.config = config
         H = config.hidden_size
         self.embed_tokens = nn.Embedding(config.vocab_size, H)
-        self.layers = nn.ModuleList(DecoderLayer(config, i, expert_linear) for i in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(
+            DecoderLayer(config, i, expert_linear) for i in range(config.num_hidden_layers)
+        )
         self.norm = RMSNorm(H, config.rms_norm_eps)
         if config.uses_attn_res:
             self.output_attn_res = AttnResSite(H, config.rms_norm_eps)
 
     def forward(self, input_ids: torch.Tensor, cache: Cache | None = None) -> torch.Tensor:
         start = cache.seen if cache is not None else 0
-        prefix, blocks = self.embed_tokens(input_ids), Blocks()             # [B, T, H]
+        prefix, blocks = self.embed_tokens(input_ids), Blocks()  # [B, T, H]
         for i, layer in enumerate(self.layers):
-            prefix, blocks = layer(prefix, blocks, cache.layers[i] if cache is not None else None, start)
+            prefix, blocks = layer(
+                prefix, blocks, cache.layers[i] if cache is not None else None, start
+            )
         h = self.output_attn_res(prefix, blocks) if self.config.uses_attn_res else prefix
         if cache is not None:
             cache.seen += input_ids.shape[1]
@@ -100,8 +104,9 @@ class K3ForCausalLM(nn.Module):
     def make_cache(self, **kw) -> Cache:
         return Cache(self.config.layer_kinds, **kw)
 
-    def forward(self, input_ids: torch.Tensor, cache: Cache | None = None,
-                num_logits: int | None = None) -> CausalLMOutput:
+    def forward(
+        self, input_ids: torch.Tensor, cache: Cache | None = None, num_logits: int | None = None
+    ) -> CausalLMOutput:
         """input_ids [B, T]. `num_logits`: compute logits for the last N positions only."""
         h = self.model(input_ids, cache)
         if num_logits is not None:

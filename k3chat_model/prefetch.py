@@ -27,8 +27,11 @@ def tensor_byte_ranges(file: str | Path) -> dict[str, tuple[int, int]]:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
     base = 8 + n
-    return {k: (base + v["data_offsets"][0], v["data_offsets"][1] - v["data_offsets"][0])
-            for k, v in header.items() if k != "__metadata__"}
+    return {
+        k: (base + v["data_offsets"][0], v["data_offsets"][1] - v["data_offsets"][0])
+        for k, v in header.items()
+        if k != "__metadata__"
+    }
 
 
 class ExpertPrefetcher:

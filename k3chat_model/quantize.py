@@ -34,12 +34,19 @@ class QuantReport:
     router_fp16: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        return (f"{self.method}: {len(self.quantized)} linear layers quantized, {len(self.skipped)} kept "
-                f"(skip list), {len(self.router_fp16)} routers in fp16 storage / fp32 compute")
+        return (
+            f"{self.method}: {len(self.quantized)} linear layers quantized, {len(self.skipped)} kept "
+            f"(skip list), {len(self.router_fp16)} routers in fp16 storage / fp32 compute"
+        )
 
 
-def quantize_model(model: nn.Module, method: str, *, skip: tuple[str, ...] = DEFAULT_SKIP,
-                   compute_dtype: torch.dtype = torch.bfloat16) -> QuantReport:
+def quantize_model(
+    model: nn.Module,
+    method: str,
+    *,
+    skip: tuple[str, ...] = DEFAULT_SKIP,
+    compute_dtype: torch.dtype = torch.bfloat16,
+) -> QuantReport:
     """Swap eligible `nn.Linear`s in place; returns what was quantized and what was kept."""
     if method not in QUANT_TYPES:
         raise ValueError(f"unknown quantization {method!r}; choose from {', '.join(QUANT_TYPES)}")
@@ -55,8 +62,14 @@ def quantize_model(model: nn.Module, method: str, *, skip: tuple[str, ...] = DEF
         if type(module) is not nn.Linear:
             continue
         # bnb's CPU 4-bit kernel packs 64-wide input blocks and 32-row output blocks
-        too_small = method != "int8" and (module.in_features % 64 != 0 or module.out_features % 32 != 0)
-        if any(p.search(name) for p in patterns) or keep_high_precision(name + ".weight") or too_small:
+        too_small = method != "int8" and (
+            module.in_features % 64 != 0 or module.out_features % 32 != 0
+        )
+        if (
+            any(p.search(name) for p in patterns)
+            or keep_high_precision(name + ".weight")
+            or too_small
+        ):
             report.skipped.append(name)
             continue
         _replace(model, name, _quantized_linear(bnb, module, method, compute_dtype))
@@ -69,12 +82,23 @@ def quantize_model(model: nn.Module, method: str, *, skip: tuple[str, ...] = DEF
 def _quantized_linear(bnb, lin: nn.Linear, method: str, compute_dtype: torch.dtype) -> nn.Module:
     w = lin.weight.data
     if method == "int8":
-        q = bnb.nn.Linear8bitLt(lin.in_features, lin.out_features, bias=False, has_fp16_weights=False, threshold=0.0)
-        q.weight = bnb.nn.Int8Params(w.to(torch.float16).contiguous(), requires_grad=False, has_fp16_weights=False)
+        q = bnb.nn.Linear8bitLt(
+            lin.in_features, lin.out_features, bias=False, has_fp16_weights=False, threshold=0.0
+        )
+        q.weight = bnb.nn.Int8Params(
+            w.to(torch.float16).contiguous(), requires_grad=False, has_fp16_weights=False
+        )
     else:
-        q = bnb.nn.Linear4bit(lin.in_features, lin.out_features, bias=False, compute_dtype=compute_dtype,
-                              quant_type=method)
-        q.weight = bnb.nn.Params4bit(w.to(compute_dtype).contiguous(), requires_grad=False, quant_type=method)
+        q = bnb.nn.Linear4bit(
+            lin.in_features,
+            lin.out_features,
+            bias=False,
+            compute_dtype=compute_dtype,
+            quant_type=method,
+        )
+        q.weight = bnb.nn.Params4bit(
+            w.to(compute_dtype).contiguous(), requires_grad=False, quant_type=method
+        )
     q = q.to(w.device if w.device.type != "meta" else "cpu")
     return q.eval()
 

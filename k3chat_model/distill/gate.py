@@ -104,7 +104,9 @@ def kl_metrics(
     """
     dev = student.model.embed_tokens.weight.device
     per_seq: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * len(seqs)
-    order = sorted(range(len(seqs)), key=lambda j: len(seqs[j][0])) if batch > 1 else range(len(seqs))
+    order = (
+        sorted(range(len(seqs)), key=lambda j: len(seqs[j][0])) if batch > 1 else range(len(seqs))
+    )
     groups = [list(order[k : k + batch]) for k in range(0, len(seqs), batch)]
     for group in groups:
         width = max(len(seqs[j][0]) for j in group)

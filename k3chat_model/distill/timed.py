@@ -141,7 +141,9 @@ def timed_stage2(
         rows = interleave(rows, frows[order].to(rows.dtype), every=factual_every)
         mask = interleave(mask, fmask[order], every=factual_every)
         log(f"factual rows: {len(frows)} from {len(triples)} answers, 1 per {factual_every} rows")
-    sets, val = evaluation_sets(run, replace(cfg, data_dir=str(data_dir)), teacher, tok, factual > 0)
+    sets, val = evaluation_sets(
+        run, replace(cfg, data_dir=str(data_dir)), teacher, tok, factual > 0
+    )
     # The teacher runs once: each evaluation re-applies only its head to kept hidden states.
     ref = reference_logits(teacher, sets, val)
 
@@ -150,9 +152,7 @@ def timed_stage2(
         gate's sets (reported) and on the selection sets (`val`, which choose the snapshot)."""
         dtype = teacher.model.embed_tokens.weight.dtype
         with swapped(student, students, dtype), cast(experts, dtype):
-            res = {
-                k: kl_metrics(teacher, student, v, ref[k], eval_batch) for k, v in sets.items()
-            }
+            res = {k: kl_metrics(teacher, student, v, ref[k], eval_batch) for k, v in sets.items()}
             res["val"] = {
                 k: kl_metrics(teacher, student, v, ref["val_" + k], eval_batch)
                 for k, v in val.items()

@@ -21,12 +21,17 @@ from torch import nn
 from .zero import is_zero
 
 
-def attn_res(prefix: torch.Tensor, blocks: list[torch.Tensor], w_norm: torch.Tensor,
-             w_q: torch.Tensor, eps: float) -> torch.Tensor:
+def attn_res(
+    prefix: torch.Tensor,
+    blocks: list[torch.Tensor],
+    w_norm: torch.Tensor,
+    w_q: torch.Tensor,
+    eps: float,
+) -> torch.Tensor:
     """prefix: [B, T, H]; blocks: list of [B, T, H]; w_norm: [H]; w_q: [1, H] -> [B, T, H]."""
-    v = torch.stack([*blocks, prefix], dim=-2).float()                     # [B, T, S, H]
+    v = torch.stack([*blocks, prefix], dim=-2).float()  # [B, T, S, H]
     k = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)
-    score = (k * (w_norm.float() * w_q.float().reshape(-1))).sum(-1)        # [B, T, S]
+    score = (k * (w_norm.float() * w_q.float().reshape(-1))).sum(-1)  # [B, T, S]
     p = torch.softmax(score, dim=-1)
     return (p.unsqueeze(-1) * v).sum(-2).to(prefix.dtype)
 

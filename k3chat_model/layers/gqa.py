@@ -14,11 +14,14 @@ from ..cache import GQACache
 from ..config import K3Config
 
 
-def rope_cos_sin(positions: torch.Tensor, dim: int, theta: float,
-                 inv: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_cos_sin(
+    positions: torch.Tensor, dim: int, theta: float, inv: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """positions [T] -> cos, sin [T, dim] (fp32), HF rotate-half layout."""
     if inv is None:
-        inv = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32, device=positions.device) / dim))
+        inv = 1.0 / (
+            theta ** (torch.arange(0, dim, 2, dtype=torch.float32, device=positions.device) / dim)
+        )
     ang = positions.float()[:, None] * inv[None, :]
     ang = torch.cat([ang, ang], dim=-1)
     return ang.cos(), ang.sin()
@@ -53,14 +56,21 @@ class GQAAttention(nn.Module):
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, H, bias=False)
         self._inv_freq: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor, cache: GQACache | None = None, start: int = 0) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cache: GQACache | None = None, start: int = 0
+    ) -> torch.Tensor:
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim)
         k = self.k_proj(x).view(B, T, self.n_kv, self.head_dim)
         v = self.v_proj(x).view(B, T, self.n_kv, self.head_dim)
         if self._inv_freq is None or self._inv_freq.device != x.device:
-            self._inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32,
-                                                                device=x.device) / self.head_dim))
+            self._inv_freq = 1.0 / (
+                self.theta
+                ** (
+                    torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=x.device)
+                    / self.head_dim
+                )
+            )
         pos = torch.arange(start, start + T, device=x.device)
         cos, sin = rope_cos_sin(pos, self.head_dim, self.theta, self._inv_freq)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
@@ -68,8 +78,14 @@ class GQAAttention(nn.Module):
             k = cache.bufs["k"].append(k)
             v = cache.bufs["v"].append(v)
         Tk = k.shape[1]
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)     # [B, h, T, D]
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, h, T, D]
         mask = None if Tk == T or T == 1 else causal_mask(T, Tk, x.device)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=Tk == T and T > 1,
-                                           enable_gqa=self.n_kv != self.n_heads)
+        o = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            is_causal=Tk == T and T > 1,
+            enable_gqa=self.n_kv != self.n_heads,
+        )
         return self.o_proj(o.transpose(1, 2).reshape(B, T, -1))

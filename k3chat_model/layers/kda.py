@@ -29,14 +29,16 @@ class ShortConv(nn.Module):
         self.weight = nn.Parameter(torch.empty(channels, 1, kernel))
         self.kernel = kernel
 
-    def forward(self, x: torch.Tensor, tail: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, tail: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """x [B, T, C]; tail [B, K−1, C] (the previous inputs) -> (y [B, T, C], new tail)."""
         B, T, C = x.shape
         if tail is None:
             tail = x.new_zeros(B, self.kernel - 1, C)
-        xs = torch.cat([tail.to(x.dtype), x], dim=1)                            # [B, K−1+T, C]
+        xs = torch.cat([tail.to(x.dtype), x], dim=1)  # [B, K−1+T, C]
         y = F.conv1d(xs.transpose(1, 2).float(), self.weight.float(), groups=C)  # [B, C, T]
-        return F.silu(y).transpose(1, 2).to(x.dtype), xs[:, xs.shape[1] - (self.kernel - 1):]
+        return F.silu(y).transpose(1, 2).to(x.dtype), xs[:, xs.shape[1] - (self.kernel - 1) :]
 
 
 def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -73,13 +75,15 @@ class KimiDeltaAttention(nn.Module):
 
     def decay(self, g_raw: torch.Tensor) -> torch.Tensor:
         """g_raw [B, T, H, D] -> log-decay g (≤ 0), fp32."""
-        a = self.A_log.float().exp()[:, None]                                  # [H, 1]
+        a = self.A_log.float().exp()[:, None]  # [H, 1]
         z = g_raw.float() + self.dt_bias.float().view(self.H, self.D)
         if self.lower_bound is not None:
             return self.lower_bound * torch.sigmoid(a * z)
         return -a * F.softplus(z)
 
-    def forward(self, x: torch.Tensor, cache: KDAState | None = None, start: int = 0) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cache: KDAState | None = None, start: int = 0
+    ) -> torch.Tensor:
         B, T, _ = x.shape
         tails = cache.conv if cache is not None else [None, None, None]
         q, tq = self.q_conv1d(self.q_proj(x), tails[0])
@@ -89,11 +93,19 @@ class KimiDeltaAttention(nn.Module):
         k = l2_normalize(k.view(B, T, self.H, self.D))
         v = v.view(B, T, self.H, self.D).float()
         g = self.decay(self.f_b_proj(self.f_a_proj(x)).view(B, T, self.H, self.D))
-        beta = torch.sigmoid(self.b_proj(x).float())                           # [B, T, H]
+        beta = torch.sigmoid(self.b_proj(x).float())  # [B, T, H]
         S0 = cache.recurrent if cache is not None else None
         op = fused_recurrent_kda if T <= RECURRENT_MAX_TOKENS else chunk_kda
-        o, S = op(q, k, v, g, beta, scale=self.D ** -0.5, initial_state=S0,
-                  output_final_state=cache is not None)
+        o, S = op(
+            q,
+            k,
+            v,
+            g,
+            beta,
+            scale=self.D**-0.5,
+            initial_state=S0,
+            output_final_state=cache is not None,
+        )
         if cache is not None:
             cache.conv, cache.recurrent = [tq, tk, tv], S
         gate = self.g_proj(x) if hasattr(self, "g_proj") else self.g_b_proj(self.g_a_proj(x))

@@ -26,7 +26,11 @@ class MLAttention(nn.Module):
         super().__init__()
         H = config.hidden_size
         self.n_heads = config.num_attention_heads
-        self.nope, self.rope, self.v_dim = config.qk_nope_head_dim, config.qk_rope_head_dim, config.v_head_dim
+        self.nope, self.rope, self.v_dim = (
+            config.qk_nope_head_dim,
+            config.qk_rope_head_dim,
+            config.v_head_dim,
+        )
         self.rank = config.kv_lora_rank
         self.scale = (self.nope + self.rope) ** -0.5
         qk = self.nope + self.rope
@@ -39,7 +43,11 @@ class MLAttention(nn.Module):
         self.kv_a_proj_with_mqa = nn.Linear(H, self.rank + self.rope, bias=False)
         self.kv_a_layernorm = RMSNorm(self.rank, config.mla_lora_norm_eps)
         self.kv_b_proj = nn.Linear(self.rank, self.n_heads * (self.nope + self.v_dim), bias=False)
-        self.g_proj = nn.Linear(H, self.n_heads * self.v_dim, bias=False) if config.mla_use_output_gate else None
+        self.g_proj = (
+            nn.Linear(H, self.n_heads * self.v_dim, bias=False)
+            if config.mla_use_output_gate
+            else None
+        )
         self.o_proj = nn.Linear(self.n_heads * self.v_dim, H, bias=False)
 
     def _query(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -49,21 +57,31 @@ class MLAttention(nn.Module):
         else:
             q = self.q_proj(x)
         q = q.view(B, T, self.n_heads, self.nope + self.rope)
-        return q[..., : self.nope], q[..., self.nope:]                        # [B, T, h, nope], [B, T, h, rope]
+        return q[..., : self.nope], q[..., self.nope :]  # [B, T, h, nope], [B, T, h, rope]
 
-    def forward(self, x: torch.Tensor, cache: MLACache | None = None, start: int = 0,
-                absorb: bool | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: MLACache | None = None,
+        start: int = 0,
+        absorb: bool | None = None,
+    ) -> torch.Tensor:
         B, T, _ = x.shape
         q_nope, q_pe = self._query(x)
         kv = self.kv_a_proj_with_mqa(x)
-        c = self.kv_a_layernorm(kv[..., : self.rank])                         # [B, T, R]
-        k_pe = kv[..., self.rank:]                                            # [B, T, rope]
+        c = self.kv_a_layernorm(kv[..., : self.rank])  # [B, T, R]
+        k_pe = kv[..., self.rank :]  # [B, T, rope]
         if cache is not None:
             c = cache.bufs["latent"].append(c)
             k_pe = cache.bufs["k_pe"].append(k_pe)
         if absorb is None:
             # offloaded kv_b_proj weights only exist while the module runs: then expand instead
-            absorb = cache is not None and T <= ABSORB_MAX_TOKENS and c.shape[1] > T and not self.kv_b_proj.weight.is_meta
+            absorb = (
+                cache is not None
+                and T <= ABSORB_MAX_TOKENS
+                and c.shape[1] > T
+                and not self.kv_b_proj.weight.is_meta
+            )
         o = self._absorbed(q_nope, q_pe, c, k_pe) if absorb else self._naive(q_nope, q_pe, c, k_pe)
         o = o.reshape(B, T, self.n_heads * self.v_dim)
         if self.g_proj is not None:
@@ -75,21 +93,23 @@ class MLAttention(nn.Module):
         B, T, h, _ = q_nope.shape
         Tk = c.shape[1]
         kv = self.kv_b_proj(c).view(B, Tk, h, self.nope + self.v_dim)
-        k_nope, v = kv[..., : self.nope], kv[..., self.nope:]
+        k_nope, v = kv[..., : self.nope], kv[..., self.nope :]
         k = torch.cat([k_nope, k_pe[:, :, None, :].expand(B, Tk, h, self.rope)], dim=-1)
         q = torch.cat([q_nope, q_pe], dim=-1)
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)     # [B, h, T, D]
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, h, T, D]
         mask = None if Tk == T or T == 1 else causal_mask(T, Tk, q.device)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=Tk == T and T > 1, scale=self.scale)
-        return o.transpose(1, 2)                                              # [B, T, h, v]
+        o = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=Tk == T and T > 1, scale=self.scale
+        )
+        return o.transpose(1, 2)  # [B, T, h, v]
 
     def _absorbed(self, q_nope, q_pe, c, k_pe) -> torch.Tensor:
         """Attention in latent space: never materialises per-head K/V for the cached tokens."""
         B, T, h, _ = q_nope.shape
         Tk = c.shape[1]
         w = self.kv_b_proj.weight.view(h, self.nope + self.v_dim, self.rank)
-        w_uk, w_uv = w[:, : self.nope], w[:, self.nope:]                      # [h, nope, R], [h, v, R]
-        f = torch.promote_types(q_nope.dtype, torch.float32)                  # at least fp32
+        w_uk, w_uv = w[:, : self.nope], w[:, self.nope :]  # [h, nope, R], [h, v, R]
+        f = torch.promote_types(q_nope.dtype, torch.float32)  # at least fp32
         q_lat = torch.einsum("bthn,hnr->bthr", q_nope.to(f), w_uk.to(f))
         score = torch.einsum("bthr,bsr->bhts", q_lat, c.to(f))
         score = score + torch.einsum("bthp,bsp->bhts", q_pe.to(f), k_pe.to(f))

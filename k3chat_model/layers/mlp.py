@@ -9,7 +9,9 @@ from torch import nn
 from ..config import K3Config
 
 
-def situ_and_mul(gate: torch.Tensor, up: torch.Tensor, beta: float = 4.0, linear_beta: float = 25.0) -> torch.Tensor:
+def situ_and_mul(
+    gate: torch.Tensor, up: torch.Tensor, beta: float = 4.0, linear_beta: float = 25.0
+) -> torch.Tensor:
     """SiTU: `beta·tanh(gate/beta)·σ(gate) · linear_beta·tanh(up/linear_beta)`, computed in fp32."""
     g, u = gate.float(), up.float()
     a = beta * torch.tanh(g / beta) * torch.sigmoid(g)

@@ -28,7 +28,9 @@ class Router(nn.Module):
     def __init__(self, config: K3Config) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(config.num_experts, config.hidden_size))
-        self.e_score_correction_bias = nn.Parameter(torch.zeros(config.num_experts), requires_grad=False)
+        self.e_score_correction_bias = nn.Parameter(
+            torch.zeros(config.num_experts), requires_grad=False
+        )
         self.top_k = config.num_experts_per_token
         self.renormalize = config.moe_renormalize
         self.scaling = config.routed_scaling_factor
@@ -36,7 +38,7 @@ class Router(nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x: [N, H] -> (expert ids [N, k], weights [N, k] fp32)."""
-        logits = x.float() @ self.weight.float().t()                          # [N, E]
+        logits = x.float() @ self.weight.float().t()  # [N, E]
         s = torch.sigmoid(logits) if self.activation == "sigmoid" else torch.softmax(logits, -1)
         choice = s + self.e_score_correction_bias.float()
         idx = torch.topk(choice, self.top_k, dim=-1, sorted=False).indices
@@ -56,15 +58,19 @@ class SparseMoE(nn.Module):
         width = self.latent or H
         self.gate = Router(config)
         self.experts = nn.ModuleList(
-            Expert(config, width, config.moe_intermediate_size, expert_linear) for _ in range(config.num_experts)
+            Expert(config, width, config.moe_intermediate_size, expert_linear)
+            for _ in range(config.num_experts)
         )
         if self.latent:
             self.routed_expert_down_proj = nn.Linear(H, self.latent, bias=False)
             self.routed_expert_up_proj = nn.Linear(self.latent, H, bias=False)
-            self.routed_expert_norm = RMSNorm(self.latent, config.rms_norm_eps) if config.latent_moe_use_norm else None
+            self.routed_expert_norm = (
+                RMSNorm(self.latent, config.rms_norm_eps) if config.latent_moe_use_norm else None
+            )
         self.shared_experts = (
             GatedMLP(config, H, config.moe_intermediate_size * config.num_shared_experts)
-            if config.num_shared_experts else None
+            if config.num_shared_experts
+            else None
         )
         self._zero_up: dict = {}
 
@@ -73,8 +79,14 @@ class SparseMoE(nn.Module):
         if not self.latent or self.shared_experts is None:
             return False
         if torch.is_grad_enabled() and any(
-            p.requires_grad for m in (self.gate, self.experts, self.routed_expert_down_proj,
-                                      self.routed_expert_up_proj) for p in m.parameters()
+            p.requires_grad
+            for m in (
+                self.gate,
+                self.experts,
+                self.routed_expert_down_proj,
+                self.routed_expert_up_proj,
+            )
+            for p in m.parameters()
         ):
             return False
         return is_zero(self.routed_expert_up_proj.weight, self._zero_up)
@@ -83,9 +95,9 @@ class SparseMoE(nn.Module):
         if self.routed_path_is_off():
             return self.shared_experts(x)
         shape = x.shape
-        x = x.reshape(-1, shape[-1])                                           # [N, H]
+        x = x.reshape(-1, shape[-1])  # [N, H]
         idx, w = self.gate(x)
-        z = self.routed_expert_down_proj(x) if self.latent else x             # [N, W]
+        z = self.routed_expert_down_proj(x) if self.latent else x  # [N, W]
         y = self._run_experts(z, idx, w).to(x.dtype)
         if self.latent:
             if self.routed_expert_norm is not None:
@@ -112,8 +124,8 @@ class SparseMoE(nn.Module):
         for e, n in enumerate(counts):
             if n == 0:
                 continue
-            tok = token_of[start:start + n]
-            ye = self.experts[e](z[tok]).float() * weight_of[start:start + n, None]
+            tok = token_of[start : start + n]
+            ye = self.experts[e](z[tok]).float() * weight_of[start : start + n, None]
             out.index_add_(0, tok, ye)
             start += n
         return out

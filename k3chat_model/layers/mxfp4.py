@@ -18,10 +18,16 @@ class MXFP4Linear(nn.Module):
         if bias:
             raise ValueError("MXFP4 experts have no bias")
         if in_features % 32:
-            raise ValueError(f"in_features={in_features} must be a multiple of the MXFP4 group size 32")
+            raise ValueError(
+                f"in_features={in_features} must be a multiple of the MXFP4 group size 32"
+            )
         self.in_features, self.out_features = in_features, out_features
-        self.register_buffer("weight_packed", torch.zeros(out_features, in_features // 2, dtype=torch.uint8))
-        self.register_buffer("weight_scale", torch.zeros(out_features, in_features // 32, dtype=torch.uint8))
+        self.register_buffer(
+            "weight_packed", torch.zeros(out_features, in_features // 2, dtype=torch.uint8)
+        )
+        self.register_buffer(
+            "weight_scale", torch.zeros(out_features, in_features // 32, dtype=torch.uint8)
+        )
 
     def dequantized(self, dtype: torch.dtype) -> torch.Tensor:
         from ..ops.mxfp4 import dequant_mxfp4

@@ -23,7 +23,9 @@ class RMSNorm(nn.Module):
         return rms_norm(x, self.weight, self.eps)
 
 
-def gated_rms_norm(o: torch.Tensor, weight: torch.Tensor, gate: torch.Tensor, eps: float) -> torch.Tensor:
+def gated_rms_norm(
+    o: torch.Tensor, weight: torch.Tensor, gate: torch.Tensor, eps: float
+) -> torch.Tensor:
     """Per-head output norm of KDA (spec §2.5 step 7): `o·rstd·w·σ(gate)`, all in fp32.
 
     o, gate: [..., H, D]; weight: [D] shared by every head. Returns o's dtype.

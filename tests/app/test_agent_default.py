@@ -8,7 +8,9 @@ def _opts(agent=None, interactive=True):
     return {"agent": agent, "_interactive": interactive, "approval_mode": "ask", "add_dir": []}
 
 
-def test_tools_default_on_only_for_natively_tool_calling_models_in_interactive_modes(tmp_path, monkeypatch):
+def test_tools_default_on_only_for_natively_tool_calling_models_in_interactive_modes(
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     native, prompted = SimpleNamespace(native_tools=True), SimpleNamespace(native_tools=False)
     approver = AutoApprover(False)

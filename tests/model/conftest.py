@@ -19,8 +19,6 @@ def kimi_tok_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-
-
 @pytest.fixture(scope="session")
 def chatml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_chatml_tokenizer(tmp_path_factory.mktemp("chatml"))

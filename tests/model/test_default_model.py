@@ -433,12 +433,28 @@ def test_engine_greedy_continuation_matches_teacher(
 
 
 def test_cli_one_shot_on_default_model_answers_paris(shipped: dict, tmp_path: Path) -> None:
-    env = {**os.environ, "K3CHAT_HOME": str(shipped["home"]), "K3CHAT_SESSIONS_DIR": str(tmp_path / "s")}
+    env = {
+        **os.environ,
+        "K3CHAT_HOME": str(shipped["home"]),
+        "K3CHAT_SESSIONS_DIR": str(tmp_path / "s"),
+    }
     env.pop("K3CHAT_FAKE_ENGINE", None)
     env.pop(dm.DELTA_ENV, None)
     proc = subprocess.run(
-        [sys.executable, "-m", "k3chat", "-p", "What is the capital of France?", "--temperature", "0"],
-        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "k3chat",
+            "-p",
+            "What is the capital of France?",
+            "--temperature",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Paris" in proc.stdout
@@ -456,16 +472,26 @@ def _random_kda_delta(tmp_path: Path, layer0: int) -> tuple[Path, str]:
     lin = lambda o, i: torch.randn(o, i, generator=g) / i**0.5  # noqa: E731
     t = {p + f"{x}_proj.weight": lin(C, hidden) for x in "qkv"}
     t.update({p + f"{x}_conv1d.weight": 0.5 * torch.randn(C, 1, 4, generator=g) for x in "qkv"})
-    t.update({p + "f_a_proj.weight": lin(D, hidden), p + "f_b_proj.weight": lin(C, D),
-              p + "A_log": torch.zeros(H), p + "dt_bias": torch.zeros(C), p + "b_proj.weight": lin(H, hidden),
-              p + "g_proj.weight": lin(C, hidden), p + "o_norm.weight": torch.ones(D),
-              p + "o_proj.weight": lin(hidden, C)})
+    t.update(
+        {
+            p + "f_a_proj.weight": lin(D, hidden),
+            p + "f_b_proj.weight": lin(C, D),
+            p + "A_log": torch.zeros(H),
+            p + "dt_bias": torch.zeros(C),
+            p + "b_proj.weight": lin(H, hidden),
+            p + "g_proj.weight": lin(C, hidden),
+            p + "o_norm.weight": torch.ones(D),
+            p + "o_proj.weight": lin(hidden, C),
+        }
+    )
     path = tmp_path / "delta.safetensors"
     write_delta(t, path, kda_layers=[layer0], replace_prefixes=[p])
     return path, sha256_file(path)
 
 
-def _ship_random_delta(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sha256: str | None = None) -> None:
+def _ship_random_delta(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sha256: str | None = None
+) -> None:
     """Make the default build apply a random delta for 1-based layer 30 (manifest hash `sha256`,
     default: the file's real hash)."""
     deltas = tmp_path / "deltas"
@@ -490,7 +516,11 @@ def test_build_applies_shipped_delta_and_loads_as_hybrid(
     engine = Engine.load("k3-smol", dtype="float32")
     assert engine.config.layer_kinds[29] == "kda" and engine.config.layer_kinds[28] == "gqa"
     sp = SamplingParams(temperature=0, max_tokens=8)
-    text = "".join(e.text for e in engine.generate([Message("user", "Hi")], sampling=sp) if isinstance(e, TextDelta))
+    text = "".join(
+        e.text
+        for e in engine.generate([Message("user", "Hi")], sampling=sp)
+        if isinstance(e, TextDelta)
+    )
     assert text.strip()
     # a different delta means a different build: the teacher-only build is not reused
     monkeypatch.setenv(dm.DELTA_ENV, "none")

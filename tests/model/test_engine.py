@@ -22,7 +22,7 @@ def _reply(events):
 def test_engine_greedy_tokens_match_naive_generate(engine):
     msgs = [Message("user", "Tell me a story about a cat.")]
     ids = engine.render(msgs)
-    expected = engine.model.generate_naive(torch.tensor([ids]), 8)[0, len(ids):].tolist()
+    expected = engine.model.generate_naive(torch.tensor([ids]), 8)[0, len(ids) :].tolist()
     engine.generate(msgs, sampling=GREEDY)  # generator not consumed: nothing happens
     got = []
     engine.reset()

@@ -37,9 +37,14 @@ def test_one_shard_and_many_shards_give_identical_logits(tiny_k3_checkpoint, tmp
 
 
 def test_official_names_map_to_engine_names():
-    assert remap_official_name("language_model.model.layers.3.self_attention_res_proj.weight") == \
-        "model.layers.3.self_attention_res.proj_weight"
-    assert remap_official_name("language_model.layers.0.mlp.gate_proj.weight") == "model.layers.0.mlp.gate_proj.weight"
+    assert (
+        remap_official_name("language_model.model.layers.3.self_attention_res_proj.weight")
+        == "model.layers.3.self_attention_res.proj_weight"
+    )
+    assert (
+        remap_official_name("language_model.layers.0.mlp.gate_proj.weight")
+        == "model.layers.0.mlp.gate_proj.weight"
+    )
     assert remap_official_name("language_model.lm_head.weight") == "lm_head.weight"
     assert remap_official_name("vision_tower.encoder.blocks.0.wo.weight") is None
 
@@ -67,7 +72,9 @@ def _rewrite_tensor(ckpt, name, fn):
 def test_missing_tensor_is_named(tiny_k3_checkpoint):
     name = "language_model.model.layers.2.self_attn.b_proj.weight"
     shard = _rewrite_tensor(tiny_k3_checkpoint, name, lambda t: t.pop(name))
-    with pytest.raises(CheckpointError, match=rf"missing .*{re.escape(name)} \(indexed in {shard.name}"):
+    with pytest.raises(
+        CheckpointError, match=rf"missing .*{re.escape(name)} \(indexed in {shard.name}"
+    ):
         load_model(tiny_k3_checkpoint)
 
 

@@ -20,9 +20,12 @@ def test_piecewise_decoding_matches_full_forward(tiny_checkpoints, preset):
     ids = torch.randint(0, 1000, (2, 90), generator=torch.Generator().manual_seed(1))
     full = model(ids).logits
     cache = model.make_cache()
-    pieces = [model(ids[:, :33], cache).logits, model(ids[:, 33:34], cache).logits,
-              model(ids[:, 34:80], cache).logits]
-    pieces += [model(ids[:, t:t + 1], cache).logits for t in range(80, 90)]
+    pieces = [
+        model(ids[:, :33], cache).logits,
+        model(ids[:, 33:34], cache).logits,
+        model(ids[:, 34:80], cache).logits,
+    ]
+    pieces += [model(ids[:, t : t + 1], cache).logits for t in range(80, 90)]
     assert cache.seen == 90
     err = rel(torch.cat(pieces, dim=1), full)
     assert err <= 1e-4, f"piecewise vs full: rel {err:.2e}"
@@ -40,7 +43,10 @@ def test_a_cache_keeps_chosen_rows_as_if_only_they_had_run(tiny_checkpoints, pre
     cache.keep_rows(keep)
     model(ids[keep, :14], alone)
     for t in range(14, 20):
-        got, want = model(ids[keep, t : t + 1], cache).logits, model(ids[keep, t : t + 1], alone).logits
+        got, want = (
+            model(ids[keep, t : t + 1], cache).logits,
+            model(ids[keep, t : t + 1], alone).logits,
+        )
         assert rel(got, want) <= 1e-5, t
 
 
@@ -61,8 +67,8 @@ def test_mla_absorbed_decode_matches_naive(tiny_checkpoints):
     layer(x[:, :17], cache_a, absorb=False)
     layer(x[:, :17], cache_n, absorb=False)
     for t in range(17, 20):
-        a = layer(x[:, t:t + 1], cache_a, absorb=True)
-        n = layer(x[:, t:t + 1], cache_n, absorb=False)
+        a = layer(x[:, t : t + 1], cache_a, absorb=True)
+        n = layer(x[:, t : t + 1], cache_n, absorb=False)
         assert rel(a, n) < 1e-10
     # several queries at once with a causal offset
     multi_a = layer(x[:, 17:20], None, absorb=True)
@@ -103,7 +109,9 @@ def test_attn_res_with_zero_queries_equals_prenorm_residual_stack(tiny_checkpoin
         if name.endswith("_res.proj_weight"):
             p.data.zero_()
     plain_cfg = dataclasses.replace(ar.config, attn_res_block_size=None)
-    plain = K3ForCausalLM(plain_cfg, type(ar.model.layers[1].block_sparse_moe.experts[0].w1)).double()
+    plain = K3ForCausalLM(
+        plain_cfg, type(ar.model.layers[1].block_sparse_moe.experts[0].w1)
+    ).double()
     state = {k: v for k, v in ar.state_dict().items() if "_res." not in k}
     missing, unexpected = plain.load_state_dict(state, strict=False)
     assert not unexpected and all("_res." in m for m in missing)
@@ -114,7 +122,18 @@ def test_attn_res_with_zero_queries_equals_prenorm_residual_stack(tiny_checkpoin
 
 
 def test_layer_schedule_follows_one_based_lists():
-    raw = {"model_type": "kimi_linear", "hidden_size": 8, "num_hidden_layers": 5, "vocab_size": 10,
-           "intermediate_size": 8, "num_attention_heads": 2,
-           "linear_attn_config": {"num_heads": 2, "head_dim": 4, "kda_layers": [1, 2, 3, 5], "full_attn_layers": [4]}}
+    raw = {
+        "model_type": "kimi_linear",
+        "hidden_size": 8,
+        "num_hidden_layers": 5,
+        "vocab_size": 10,
+        "intermediate_size": 8,
+        "num_attention_heads": 2,
+        "linear_attn_config": {
+            "num_heads": 2,
+            "head_dim": 4,
+            "kda_layers": [1, 2, 3, 5],
+            "full_attn_layers": [4],
+        },
+    }
     assert K3Config.from_hf(raw).layer_kinds == ["kda", "kda", "kda", "mla", "kda"]

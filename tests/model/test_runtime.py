@@ -22,8 +22,14 @@ def test_quantized_model_keeps_router_fp16_and_projections_in_bnb_layers(tiny_ch
     assert moe.gate.e_score_correction_bias.dtype == torch.float32
     assert isinstance(moe.experts[0].w1, want) and isinstance(moe.shared_experts.gate_proj, want)
     assert isinstance(layer1.self_attn.q_proj, want) and isinstance(layer1.self_attn.o_proj, want)
-    assert type(model.lm_head) is torch.nn.Linear and type(model.model.embed_tokens) is torch.nn.Embedding
-    assert type(layer1.self_attn.f_a_proj) is torch.nn.Linear and type(layer1.self_attn.b_proj) is torch.nn.Linear
+    assert (
+        type(model.lm_head) is torch.nn.Linear
+        and type(model.model.embed_tokens) is torch.nn.Embedding
+    )
+    assert (
+        type(layer1.self_attn.f_a_proj) is torch.nn.Linear
+        and type(layer1.self_attn.b_proj) is torch.nn.Linear
+    )
     assert layer1.self_attn.A_log.dtype == torch.float32
     assert "model.layers.1.self_attn.b_proj" in report.skipped
     logits = model(torch.arange(30)[None]).logits
@@ -37,15 +43,22 @@ def test_mxfp4_experts_are_never_silently_widened_by_quantization(tiny_checkpoin
     assert isinstance(w1, MXFP4Linear) and w1.weight_packed.dtype == torch.uint8
 
 
-@pytest.mark.parametrize(("preset", "dtype"), [("kimi-linear-tiny", torch.float32), ("k3-tiny", torch.float32),
-                                               ("k3-tiny", torch.bfloat16)])
+@pytest.mark.parametrize(
+    ("preset", "dtype"),
+    [("kimi-linear-tiny", torch.float32), ("k3-tiny", torch.float32), ("k3-tiny", torch.bfloat16)],
+)
 def test_disk_offload_gives_same_greedy_tokens_as_in_ram(tiny_checkpoints, tmp_path, preset, dtype):
     path = tiny_checkpoints[preset]
     ref = load_model(path, dtype=dtype)
     ids = torch.arange(3, 33)[None]
     expected = ref.generate_naive(ids, 5)
-    model = load_dispatched(path, dtype=dtype, device_map="auto", max_memory={"cpu": 400_000},
-                            offload_folder=str(tmp_path / "off"))
+    model = load_dispatched(
+        path,
+        dtype=dtype,
+        device_map="auto",
+        max_memory={"cpu": 400_000},
+        offload_folder=str(tmp_path / "off"),
+    )
     assert "disk" in {str(d) for d in model.offload_map.values()}
     assert model.offload_index  # weights read from the original shards, not copied
     assert all(e["safetensors_file"].startswith(str(path)) for e in model.offload_index.values())
@@ -54,8 +67,13 @@ def test_disk_offload_gives_same_greedy_tokens_as_in_ram(tiny_checkpoints, tmp_p
 
 def test_quantization_with_disk_offload_is_refused_clearly(tiny_checkpoints):
     with pytest.raises(K3Error, match="disk offload"):
-        load_dispatched(tiny_checkpoints["kimi-linear-tiny"], dtype=torch.bfloat16, device_map="auto",
-                        max_memory={"cpu": 400_000}, quantization="nf4")
+        load_dispatched(
+            tiny_checkpoints["kimi-linear-tiny"],
+            dtype=torch.bfloat16,
+            device_map="auto",
+            max_memory={"cpu": 400_000},
+            quantization="nf4",
+        )
 
 
 def test_kv_cache_spills_to_disk_beyond_budget_without_changing_results(tiny_checkpoints, tmp_path):
@@ -63,7 +81,9 @@ def test_kv_cache_spills_to_disk_beyond_budget_without_changing_results(tiny_che
     sp = SamplingParams(temperature=0, repetition_penalty=1.0, max_tokens=10)
     msgs = [Message("user", "A long enough prompt to fill the attention cache " * 8)]
     plain = Engine.load(path, dtype="float32")
-    spill = Engine.load(path, dtype="float32", kv_ram_budget=1024, offload_folder=str(tmp_path / "kv"))
+    spill = Engine.load(
+        path, dtype="float32", kv_ram_budget=1024, offload_folder=str(tmp_path / "kv")
+    )
     a = "".join(e.text for e in plain.generate(msgs, sampling=sp) if isinstance(e, TextDelta))
     b = "".join(e.text for e in spill.generate(msgs, sampling=sp) if isinstance(e, TextDelta))
     assert a == b
@@ -76,7 +96,9 @@ def test_offloaded_experts_of_the_next_layer_are_read_ahead(tiny_checkpoints):
     from safetensors import safe_open
 
     path = tiny_checkpoints["kimi-linear-tiny"]
-    model = load_dispatched(path, dtype=torch.float32, device_map="auto", max_memory={"cpu": 400_000})
+    model = load_dispatched(
+        path, dtype=torch.float32, device_map="auto", max_memory={"cpu": 400_000}
+    )
     pf = model.prefetcher
     ids = torch.arange(3, 20)[None]
     cache = model.make_cache()
@@ -86,11 +108,22 @@ def test_offloaded_experts_of_the_next_layer_are_read_ahead(tiny_checkpoints):
     model(ids[:, -1:], cache)
     assert used and pf.issued
     # the hinted byte ranges are exactly the bytes of layer 2's recently used experts
-    want = {f"model.layers.2.block_sparse_moe.experts.{e}.{w}.weight" for e in used for w in ("w1", "w2", "w3")}
+    want = {
+        f"model.layers.2.block_sparse_moe.experts.{e}.{w}.weight"
+        for e in used
+        for w in ("w1", "w2", "w3")
+    }
     hinted = {(f, o, n) for f, o, n in pf.issued}
     for name in want:
         entry = model.offload_index[name]
-        with open(entry["safetensors_file"], "rb") as fh, safe_open(entry["safetensors_file"], "pt") as st:
-            raw = st.get_tensor(entry["weight_name"]).contiguous().view(torch.uint8).numpy().tobytes()
-            match = [(o, n) for f, o, n in hinted if f == entry["safetensors_file"] and n == len(raw)]
+        with (
+            open(entry["safetensors_file"], "rb") as fh,
+            safe_open(entry["safetensors_file"], "pt") as st,
+        ):
+            raw = (
+                st.get_tensor(entry["weight_name"]).contiguous().view(torch.uint8).numpy().tobytes()
+            )
+            match = [
+                (o, n) for f, o, n in hinted if f == entry["safetensors_file"] and n == len(raw)
+            ]
             assert any(fh.seek(o) is not None and fh.read(n) == raw for o, n in match), name

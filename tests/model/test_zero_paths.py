@@ -22,22 +22,29 @@ def test_uniform_blend_is_bitwise_the_full_blend_with_a_zero_query(dtype, n_bloc
     g = torch.Generator().manual_seed(n_blocks)
     H = 96
     prefix = (torch.randn(2, 37, H, generator=g) * 3).to(dtype)
-    blocks = [(torch.randn(2, 37, H, generator=g) * s).to(dtype) for s in (1.0, 5.0, 0.1, 2.0, 9.0, 0.5)[:n_blocks]]
+    blocks = [
+        (torch.randn(2, 37, H, generator=g) * s).to(dtype)
+        for s in (1.0, 5.0, 0.1, 2.0, 9.0, 0.5)[:n_blocks]
+    ]
     full = attn_res(prefix, blocks, torch.randn(H, generator=g), torch.zeros(1, H), 1e-5)
     assert torch.equal(uniform_blend(prefix, blocks), full)
 
 
 def test_blocks_shared_by_several_sites_give_each_site_the_full_blend():
     g = torch.Generator().manual_seed(7)
-    blocks = Blocks((torch.randn(1, 11, 32, generator=g) * s).to(torch.bfloat16) for s in (1.0, 4.0, 0.3))
+    blocks = Blocks(
+        (torch.randn(1, 11, 32, generator=g) * s).to(torch.bfloat16) for s in (1.0, 4.0, 0.3)
+    )
     for _ in range(3):  # later sites reuse the sum over the blocks, with a new prefix each
         prefix = torch.randn(1, 11, 32, generator=g).to(torch.bfloat16)
         full = attn_res(prefix, blocks, torch.ones(32), torch.zeros(1, 32), 1e-5)
         assert torch.equal(uniform_blend(prefix, blocks), full)
     assert blocks.uniform_partial is not None
     blocks.append(prefix)  # a changed list is summed afresh, not served a stale sum
-    assert torch.equal(uniform_blend(prefix, blocks),
-                       attn_res(prefix, blocks, torch.ones(32), torch.zeros(1, 32), 1e-5))
+    assert torch.equal(
+        uniform_blend(prefix, blocks),
+        attn_res(prefix, blocks, torch.ones(32), torch.zeros(1, 32), 1e-5),
+    )
 
 
 def tiny_site(weight: torch.Tensor) -> attnres.AttnResSite:
@@ -76,7 +83,9 @@ def test_is_zero_treats_a_meta_weight_as_nonzero():
 @pytest.fixture()
 def tiny_moe(tiny_checkpoints) -> SparseMoE:
     model = load_model(tiny_checkpoints["k3-tiny"], dtype=torch.float32)
-    return next(layer.block_sparse_moe for layer in model.model.layers if hasattr(layer, "block_sparse_moe"))
+    return next(
+        layer.block_sparse_moe for layer in model.model.layers if hasattr(layer, "block_sparse_moe")
+    )
 
 
 def test_a_zero_routed_path_is_skipped_and_the_output_is_bitwise_unchanged(tiny_moe, monkeypatch):
@@ -91,7 +100,9 @@ def test_a_zero_routed_path_is_skipped_and_the_output_is_bitwise_unchanged(tiny_
         fast = tiny_moe(x)
         assert ran == [] and torch.equal(fast, full)
         # a loaded (nonzero) up-projection turns the routed path back on
-        tiny_moe.routed_expert_up_proj.weight.copy_(torch.randn_like(tiny_moe.routed_expert_up_proj.weight))
+        tiny_moe.routed_expert_up_proj.weight.copy_(
+            torch.randn_like(tiny_moe.routed_expert_up_proj.weight)
+        )
         assert not torch.equal(tiny_moe(x), full) and ran == [1]
 
 

@@ -17,7 +17,6 @@ SMOLLM2_TEMPLATE = (
 """The chat template of SmolLM2-135M-Instruct (research/default-model.md), a ChatML variant."""
 
 
-
 def write_chatml_tokenizer(d: Path, template: str = SMOLLM2_TEMPLATE) -> Path:
     """A byte-level BPE tokenizer.json (trained on CORPUS) with ChatML control tokens."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers

@@ -61,7 +61,9 @@ def test_topic_replies_take_the_gates_form_are_made_once_and_alike_for_every_run
         assert r in scored and p not in scored  # the reply alone
 
 
-def test_a_run_without_a_data_folder_keeps_the_set_it_made(teacher_dir: Path, tmp_path: Path, two_topics) -> None:
+def test_a_run_without_a_data_folder_keeps_the_set_it_made(
+    teacher_dir: Path, tmp_path: Path, two_topics
+) -> None:
     """A `distill seed` run has no `data/`; the set made for it (minutes of generation) is saved."""
     run = tmp_path / "seeded"
     run.mkdir()
