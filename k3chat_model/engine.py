@@ -42,14 +42,6 @@ STATE_FILE = "cache.safetensors"
 STATE_VERSION = "1"
 
 Progress = Callable[[str, int, int], None]
-DTYPES = {
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-}
 
 
 def resolve_model_dir(model: str | Path, progress: Progress | None = None) -> Path:
@@ -134,7 +126,7 @@ class Engine:
         progress: Progress | None = None,
     ) -> Engine:
         from .chat_format import load_chat_format
-        from .loading import load_model
+        from .loading import DTYPES, load_model
         from .tokenizer import load_tokenizer
 
         path = resolve_model_dir(model, progress)

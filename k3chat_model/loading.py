@@ -23,6 +23,15 @@ from .model import K3ForCausalLM
 
 SKIP_PREFIXES = ("vision_tower.", "mm_projector.", "language_model.vision_tower.")
 IGNORED_SUFFIXES = (".weight_shape", "rotary_emb.inv_freq")
+# the dtype names `load_model` and `Engine.load` accept
+DTYPES = {
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
 HIGH_PRECISION = re.compile(
     r"(A_log|dt_bias|conv1d\.weight|o_norm\.weight|e_score_correction_bias|block_sparse_moe\.gate\.weight)$"
 )
@@ -116,14 +125,7 @@ def load_model(
     """
     path = Path(path)
     if isinstance(dtype, str):
-        dtype = {
-            "bfloat16": torch.bfloat16,
-            "bf16": torch.bfloat16,
-            "float32": torch.float32,
-            "fp32": torch.float32,
-            "float16": torch.float16,
-            "fp16": torch.float16,
-        }[dtype]
+        dtype = DTYPES[dtype]
     model, shards = build_empty(path)
     fill_from_checkpoint(model, path, shards, dtype, progress=progress)
     model.eval().requires_grad_(False)
