@@ -26,7 +26,7 @@ from timing import median_seconds
 from k3chat_model.distill.data import ChatTokenizer
 from k3chat_model.distill.metrics import HeadLogits
 from k3chat_model.distill.pipeline import load_run
-from k3chat_model.distill.timed import evaluation_sets, reference_logits
+from k3chat_model.distill.timed import all_sets, evaluation_sets, reference_logits
 from k3chat_model.loading import load_model
 
 
@@ -59,8 +59,7 @@ def main() -> None:
                 ref[j]
 
     vocab = teacher.config.vocab_size
-    every = {**sets, **{"val_" + k: v for k, v in val.items()}}
-    positions = {k: sum(len(ids) for ids, _ in v) for k, v in every.items()}
+    positions = {k: sum(len(ids) for ids, _ in v) for k, v in all_sets(sets, val).items()}
     small = sum(n for k, n in positions.items() if k != "val_topics")
     print(f"nproc {os.cpu_count()}, threads {a.threads}, load {os.getloadavg()[0]:.2f}, "
           f"torch {torch.__version__}, {platform.machine()}")  # fmt: skip

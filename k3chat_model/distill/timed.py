@@ -284,10 +284,14 @@ def evaluation_sets(
 def reference_logits(
     teacher: K3ForCausalLM, sets: dict[str, list], val: dict[str, list]
 ) -> dict[str, HeadLogits]:
-    """The teacher's logits for every evaluation set, keyed as `sets` and `val_` + `val`'s keys:
-    one forward each now, only the head at each evaluation."""
-    named = [*sets.items(), *(("val_" + k, v) for k, v in val.items())]
-    return {k: HeadLogits(teacher, [ids for ids, _ in v]) for k, v in named}
+    """The teacher's logits for every evaluation set, keyed as `all_sets` keys them: one
+    forward each now, only the head at each evaluation."""
+    return {k: HeadLogits(teacher, [ids for ids, _ in v]) for k, v in all_sets(sets, val).items()}
+
+
+def all_sets(sets: dict[str, list], val: dict[str, list]) -> dict[str, list]:
+    """The gate's sets and the selection sets in one dict, the latter as `val_` + name."""
+    return {**sets, **{"val_" + k: v for k, v in val.items()}}
 
 
 def sample_fresh_replies(
