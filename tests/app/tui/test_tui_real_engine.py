@@ -48,7 +48,9 @@ async def test_real_tiny_engine_streams_and_interrupt_keeps_the_logged_partial(s
         assert reply.interrupted and reply.text
         assert reply.shown_text == reply.text
         assert make.made[0].last_stats.finish_reason == "cancelled"
-        assert make.made[0].last_stats.completion_tokens <= 7
+        # stopped promptly (232 tokens uninterrupted); the decode loop may run a few tokens
+        # past the fifth delta before it sees the cancel, more on a loaded machine (8 seen)
+        assert make.made[0].last_stats.completion_tokens <= 16
     logged = [e for e in make.made[0].session.events() if e["type"] == "assistant"]
     assert logged[-1]["status"] == "interrupted"
     assert logged[-1]["content"] == reply.text
