@@ -48,8 +48,9 @@ async def test_real_tiny_engine_streams_and_interrupt_keeps_the_logged_partial(s
         assert reply.interrupted and reply.text
         assert reply.shown_text == reply.text
         assert make.made[0].last_stats.finish_reason == "cancelled"
-        # stopped promptly (232 tokens uninterrupted); the decode loop may run a few tokens
-        # past the fifth delta before it sees the cancel, more on a loaded machine (8 seen)
+        # stopped promptly (232 tokens uninterrupted). Five deltas can take more than five
+        # tokens (the detokenizer holds back incomplete UTF-8, the parser a possible tag
+        # start), and the count varies between runs: <= 7 until a clean-clone CI saw 8
         assert make.made[0].last_stats.completion_tokens <= 16
     logged = [e for e in make.made[0].session.events() if e["type"] == "assistant"]
     assert logged[-1]["status"] == "interrupted"
