@@ -101,6 +101,8 @@ def timed_stage2(
     Stopped early (`stop`, e.g. Ctrl-C), it still writes the best (or last) snapshot so far;
     and each evaluation that changes the snapshot writes it at once (with the report so far,
     `"partial": true`), so a run killed outright (a timeout, the machine taken back) keeps it.
+    If the steps slow down after the rate was measured, the run evaluates early once only an
+    evaluation and the reserve still fit, and stops there (`"deadline": true` in the report).
     The run's own checkpoints are never modified.
     """
     if not (ema == 0.0 or 0.0 < ema < 1.0):
@@ -215,11 +217,23 @@ def timed_stage2(
     average = WeightEMA(students, experts, ema) if ema else None
     report["ema"] = ema
 
+    # The step count comes from the rate measured at the start; a machine that slows later
+    # (shared cores, a busier GPU) would overrun `seconds`, so past the point where only one
+    # evaluation and the reserve still fit, the run evaluates once more and stops.
+    guard = _Deadline(stop)
+    last_call_s = eval_s * (2 if ema else 1) + RESERVE_S * seconds
+
     def on_step(state: dict) -> None:
         if average is not None:
             average.update()
-        if state["step"] not in eval_at:
-            return
+        late = state["step"] < steps and time.time() + last_call_s > t_end
+        if late:
+            guard.hit = True
+            log(f"deadline: stopping at step {state['step']} of {steps}")
+        if state["step"] in eval_at or late:
+            record(state)
+
+    def record(state: dict) -> None:
         res = evaluate()
         res["step"], res["tokens"] = state["step"], state["tokens"]
         source, score, snap = "live", _score(res), weights
@@ -250,7 +264,7 @@ def timed_stage2(
         ),
         run / "stage2-timed-train.pt",
         log_path=run / "train_log.jsonl",
-        stop=stop,
+        stop=guard,
         on_step=on_step,
         experts=experts,
     )
@@ -259,7 +273,8 @@ def timed_stage2(
             "partial": False,
             "steps": state["step"],
             "tokens": state["tokens"],
-            "stopped": not state["done"],
+            "stopped": not state["done"] and not guard.hit,
+            "deadline": guard.hit,
             "seconds": round(seconds - (t_end - time.time())),
         }
     )
@@ -325,6 +340,17 @@ def sample_fresh_replies(
     made = sum(len(o) for o in outs)
     log(f"fresh replies: {n} ({made} tokens) in {time.time() - t0:.0f} s")
     return pairs
+
+
+class _Deadline:
+    """The training loop's stop flag: the caller's (Ctrl-C), or the deadline guard's `hit`."""
+
+    def __init__(self, user: ckpt.StopFlag | None) -> None:
+        self.user, self.hit = user, False
+
+    @property
+    def stop(self) -> bool:
+        return self.hit or bool(self.user and self.user.stop)
 
 
 def _score(res: dict) -> tuple[float, float]:

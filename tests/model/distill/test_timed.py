@@ -452,3 +452,25 @@ def test_the_budget_leaves_room_for_the_evaluations(
     assert rep["eval_s"] >= 2.0 and len(rep["evals"]) == 3
     assert rep["seconds"] <= 15  # without the evaluations priced: about 18
     assert not rep["partial"]
+
+
+def test_steps_that_slow_after_the_rate_was_measured_do_not_overrun_the_budget(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Session 44: the CPU slowed under load after the start, and a 6,600 s run took 6,999 s.
+    A rate measured 50x too high stands for that: the step count is far out of reach, so the
+    guard must evaluate once more and stop in time, keeping the snapshot it chose."""
+    run = _run(tmp_path, teacher_dir)
+    held = [(r.tolist(), [1] * 32) for r in _rows(2, 9)[0]]
+    _held_out(monkeypatch, held[:1], held[1:])
+    real = timed._measure_rate
+    monkeypatch.setattr(timed, "_measure_rate", lambda *a, **kw: 50 * real(*a, **kw))
+    rep = timed.timed_stage2(
+        run, device="cpu", seconds=8, batch=2, lr=3e-3, evals=2, keep="last", log=lambda _m: None
+    )
+    assert rep["deadline"] and not rep["stopped"] and not rep["partial"]
+    assert rep["seconds"] <= 9  # the unguarded run would take minutes
+    assert len(rep["evals"]) >= 1 and rep["evals"][-1]["step"] == rep["steps"] > 0
+    assert rep["best_step"] == rep["steps"]  # keep="last": the stop point's evaluation
+    saved = ckpt.load(run / "stage2-timed.pt")
+    assert saved["state"]["tokens"] == 640 + rep["evals"][-1]["tokens"]
