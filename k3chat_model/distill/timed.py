@@ -175,7 +175,8 @@ def timed_stage2(
         (teacher, student, students, rows, mask), batch, lr_scale, run, weights(), experts,
         losses=(top1_weight, tvd_weight),
     )  # fmt: skip
-    evals_s = evals * eval_s * (2 if ema else 1)  # with --ema each evaluation scores twice
+    one_eval_s = eval_s * (2 if ema else 1)  # with --ema each evaluation scores twice
+    evals_s = evals * one_eval_s
     budget_s = t_end - time.time() - RESERVE_S * seconds - evals_s
     step_tokens = batch * rows.shape[1]
     steps = max(1, int(rate * budget_s / step_tokens))
@@ -221,7 +222,7 @@ def timed_stage2(
     # (shared cores, a busier GPU) would overrun `seconds`, so past the point where only one
     # evaluation and the reserve still fit, the run evaluates once more and stops.
     guard = _Deadline(stop)
-    last_call_s = eval_s * (2 if ema else 1) + RESERVE_S * seconds
+    last_call_s = one_eval_s + RESERVE_S * seconds
 
     def on_step(state: dict) -> None:
         if average is not None:
