@@ -218,9 +218,10 @@ def _parser() -> argparse.ArgumentParser:
     tm.add_argument("--evals", type=int, default=4, help="held-out evaluations (best one kept)")
     tm.add_argument(
         "--keep",
-        choices=["best", "last"],
+        choices=["best", "topics", "last"],
         default="best",
-        help="snapshot to write: best on the selection sets, or the last evaluated",
+        help="snapshot to write: best worst-of-three on the selection sets, best on the topics "
+        "selection set alone (the largest, least noisy), or the last evaluated",
     )
     tm.add_argument(
         "--fresh-replies",

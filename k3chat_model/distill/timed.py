@@ -85,6 +85,8 @@ def timed_stage2(
     more tilts training toward the assistant text that the topics and assistant sets score.
     `keep="last"` writes the last evaluated snapshot instead of the best: for a run whose gains
     lie where the selection sets do not look (e.g. factual answers after `distill restore`).
+    `keep="topics"` ranks on the topics selection set alone: the largest (~22k tokens), so the
+    least noisy reading; "best" ranks on the worst of three sets and so follows the noisiest.
     `pretrained_scale` (default: the run's `stage2_pretrained_lr_scale`) multiplies `lr`
     for the layers a grown run took already trained from `init_from`; with
     `pretrained_train`, only those of them train and the others are frozen.
@@ -188,7 +190,8 @@ def timed_stage2(
                     "expert_lr_scale": expert_lr_scale,
                     "top1_weight": top1_weight, "tvd_weight": tvd_weight,
                     "eval_s": round(eval_s, 1), "start": start, "evals": []}  # fmt: skip
-    best: dict = {"score": _score(start), "weights": weights(), "step": 0, "source": "live"}
+    score_of = _topics_score if keep == "topics" else _score
+    best: dict = {"score": score_of(start), "weights": weights(), "step": 0, "source": "live"}
     # what the start weights saw in stage 2: none for a run stopped after stage 1b
     base = int(start_ckpt["state"]["tokens"]) if start_ckpt is not None else 0
 
@@ -237,12 +240,12 @@ def timed_stage2(
     def record(state: dict) -> None:
         res = evaluate()
         res["step"], res["tokens"] = state["step"], state["tokens"]
-        source, score, snap = "live", _score(res), weights
+        source, score, snap = "live", score_of(res), weights
         if average is not None:
             with average.applied():
                 res["ema"] = evaluate()
-            if _score(res["ema"]) > score:
-                source, score, snap = "ema", _score(res["ema"]), average.weights
+            if score_of(res["ema"]) > score:
+                source, score, snap = "ema", score_of(res["ema"]), average.weights
         report["evals"].append(res)
         log(f"eval: {json.dumps(res)}")
         if keep == "last" or score > best["score"]:
@@ -359,6 +362,12 @@ def _score(res: dict) -> tuple[float, float]:
     failing criterion), then lower worst KL. The quiz set is a different measure: reported."""
     v = [res["val"][k] for k in ("chat", "assistant", "topics") if k in res["val"]]
     return min(s["top1"] for s in v), -max(s["kl"] for s in v)
+
+
+def _topics_score(res: dict) -> tuple[float, float]:
+    """On the topics selection set alone: top-1 first, then lower KL (`keep="topics"`)."""
+    t = res["val"]["topics"]
+    return t["top1"], -t["kl"]
 
 
 def _measure_rate(

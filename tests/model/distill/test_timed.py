@@ -248,6 +248,22 @@ def test_snapshot_is_chosen_on_the_selection_sets_not_the_gates(
     assert rep["best"]["val"] == best["val"]
 
 
+def test_keep_topics_chooses_on_the_topics_selection_set_alone(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    run = _run(tmp_path, teacher_dir)
+    held = [(r.tolist(), [1] * 32) for r in _rows(5, 9)[0]]
+    val = {"chat": [held[2]], "assistant": [held[3]], "topics": [held[4]]}
+    _held_out(monkeypatch, held[:1], held[1:2], val)
+    rep = timed.timed_stage2(
+        run, device="cpu", seconds=6, batch=2, lr=3e-3, evals=3, keep="topics", log=lambda _m: None
+    )
+    scored = [rep["start"] | {"step": 0}, *rep["evals"]]
+    best = max(scored, key=lambda e: (e["val"]["topics"]["top1"], -e["val"]["topics"]["kl"]))
+    assert rep["best_step"] == best["step"]
+    assert rep["best"]["val"]["topics"] == best["val"]["topics"]
+
+
 def test_keep_last_writes_the_last_evaluated_snapshot(
     teacher_dir: Path, tmp_path: Path, monkeypatch
 ) -> None:
