@@ -4,7 +4,8 @@
 
 Why: KDA's decay factors exp(G) reach ~1e-35 inside a chunk, and products of such factors fall
 below fp32's (and bf16's) normal range, where x86 arithmetic runs many times slower. Flushing
-them (`torch.set_flush_denormal`) changes a value by less than 1.2e-38. For each context the
+them (`torch.set_flush_denormal`, this thread only) changes each by less than 1.2e-38, but not
+always a result: a flushed factor may meet one of e^85 (docs/benchmarks.md). For each context the
 two settings alternate, `--repeats` times each, on one loaded model; medians are printed.
 A second table times `chunk_kda` alone (512 tokens, 9 heads of 64, fp32) under a strong gate
 (-5·sigmoid(randn), K3's bound) and a mild one (-0.05), where the flush matters most and least.

@@ -15,11 +15,22 @@ Overflow. The factorised `exp(G_r - G_s) = exp(G_r - ref) exp(ref - G_s)` overfl
 go in 16-token sub-blocks, each factorised around the point just before it (two levels, see
 `_intra_chunk_scores`): safe for any gate >= -5.3, i.e. always for K3; stronger gates (Kimi
 Linear's unbounded softplus gate) switch the diagonal sub-blocks to exact pairwise decay.
+
+Denormals. Under strong decay, factors like exp(G) shrink to ~1e-35 and their products fall
+below fp32's normal range, where x86 arithmetic runs several times slower. Factors that are
+true decays (<= 1 and never paired with a factor > 1: exp(G), exp(G_C - G), the column factors
+of earlier sub-blocks) are set to exactly 0 at or below exp(-60) by `_decay`: 1.5-2.2x faster
+near K3's bound, the same speed and error under mild gates (`benchmarks/kda_ab.py`). The row
+factors keep `_exp`: they meet column factors up to exp(85), so flushing them would be wrong
+(a global flush-to-zero changed the output by 9e-5 relative at the bound).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 
 from k3chat_model.ops.delta_rule._checks import check_kda_inputs
 
@@ -28,6 +39,8 @@ from k3chat_model.ops.delta_rule._checks import check_kda_inputs
 _MIN_EXPONENT = -80.0
 # a sub-block grows its column factor to exp(16|g|); exp(85) = 8e36 still fits fp32
 _MAX_EXPONENT = 85.0
+# a decay factor at or below exp(-60) is set to 0 (see `_decay`)
+_DECAY_FLOOR = math.exp(-60.0)
 SUB = 16
 # elements per [B*H*T, K] work tensor before a prompt is split (64 MiB in fp32)
 _SEGMENT_ELEMENTS = 1 << 24
@@ -35,6 +48,15 @@ _SEGMENT_ELEMENTS = 1 << 24
 
 def _exp(x: torch.Tensor) -> torch.Tensor:
     return x.clamp_(min=_MIN_EXPONENT).exp_()
+
+
+def _decay(x: torch.Tensor) -> torch.Tensor:
+    """exp(x) for x <= 0 that is a true decay (no partner > 1), exactly 0 below exp(-60).
+
+    Such a factor only shrinks the O(1) term it scales, so zeroing it changes a sum by less
+    than 1e-26 of that term; kept, its products fall into fp32's denormal range, where
+    x86 arithmetic is several times slower (docs/benchmarks.md, "Denormal floats in KDA")."""
+    return F.threshold_(x.exp_(), _DECAY_FLOOR, 0.0)
 
 
 def _intra_chunk_scores(
@@ -64,13 +86,13 @@ def _intra_chunk_scores(
         cols = lo if exact_diag else hi
         if cols == 0:
             continue
-        right = kT[:, :, :cols] * _exp(ref[:, i, :, None] - GT[:, :, :cols])  # [n, K, cols]
+        right = kT[:, :, :cols] * _decay(ref[:, i, :, None] - GT[:, :, :cols])  # [n, K, cols]
         blk = torch.bmm(rows[:, i], right)  # [n, 2*sub, cols]
         A_kk[:, lo:hi, :cols] = blk[:, :sub]
         A_qk[:, lo:hi, :cols] = blk[:, sub:]
     if exact_diag:
         # exp(G_r - G_s) per pair: <= 1 on and below the diagonal; above it is masked later
-        decay = _exp((Gb.unsqueeze(3) - Gb.unsqueeze(2)).clamp_(max=0.0))  # [n, nb, sub, sub, K]
+        decay = _decay((Gb.unsqueeze(3) - Gb.unsqueeze(2)).clamp_(max=0.0))  # [n, nb, sub, sub, K]
         dkk = torch.einsum("nbrk,nbrsk,nbsk->nbrs", kb, decay, kb)  # [n, nb, sub, sub]
         dqk = torch.einsum("nbrk,nbrsk,nbsk->nbrs", qb, decay, kb)  # [n, nb, sub, sub]
         for i in range(nb):
@@ -180,14 +202,14 @@ def _chunk_kda(
     A_kk = A_kk.tril_(-1).mul_(bc)  # [NBH, C, C]
     A_qk = A_qk.tril_()  # [NBH, C, C]
 
-    eG = _exp(G.clone())  # [NBH, C, K]
+    eG = _decay(G.clone())  # [NBH, C, K]
     rhs = torch.cat([kc * eG, vc], dim=-1).mul_(bc)  # [NBH, C, K+V]
     # explicit (I + A_kk)^-1 and one bmm: ~2x faster on CPU than a solve with K+V columns
     eye = torch.eye(C, dtype=dt, device=q.device).expand_as(A_kk)
     Tinv = torch.linalg.solve_triangular(A_kk, eye, upper=False, unitriangular=True)
     WU = torch.bmm(Tinv, rhs)  # [NBH, C, K+V]
     W, U = WU[..., :K], WU[..., K:]  # [NBH, C, K], [NBH, C, V]
-    KdT = (kc * _exp(G[:, -1:] - G)).transpose(1, 2).contiguous()  # [NBH, K, C]
+    KdT = (kc * _decay(G[:, -1:] - G)).transpose(1, 2).contiguous()  # [NBH, K, C]
 
     # sequential part, per chunk n: u = U - W S;  S <- Diag(exp G_last) S + Kd^T u
     W, U, KdT = (x.view(N, B * H, *x.shape[1:]) for x in (W, U, KdT))
