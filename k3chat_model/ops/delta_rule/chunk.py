@@ -51,9 +51,10 @@ def _exp(x: torch.Tensor) -> torch.Tensor:
 
 
 def _decay(x: torch.Tensor) -> torch.Tensor:
-    """exp(x) for x <= 0 that is a true decay (no partner > 1), exactly 0 below exp(-60).
+    """exp(x), with values at or below exp(-60) set to exactly 0; only for factors whose small
+    values are true decays (never paired with a factor > 1). Factors >= 1 pass unchanged.
 
-    Such a factor only shrinks the O(1) term it scales, so zeroing it changes a sum by less
+    Such a decay only shrinks the O(1) term it scales, so zeroing it changes a sum by less
     than 1e-26 of that term; kept, its products fall into fp32's denormal range, where
     x86 arithmetic is several times slower (docs/benchmarks.md, "Denormal floats in KDA")."""
     return F.threshold_(x.exp_(), _DECAY_FLOOR, 0.0)
@@ -86,6 +87,7 @@ def _intra_chunk_scores(
         cols = lo if exact_diag else hi
         if cols == 0:
             continue
+        # column factors: <= 1 before the sub-block (true decays), >= 1 inside it
         right = kT[:, :, :cols] * _decay(ref[:, i, :, None] - GT[:, :, :cols])  # [n, K, cols]
         blk = torch.bmm(rows[:, i], right)  # [n, 2*sub, cols]
         A_kk[:, lo:hi, :cols] = blk[:, :sub]
