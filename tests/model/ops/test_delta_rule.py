@@ -68,6 +68,17 @@ def test_chunk_algebra_is_exact_in_float64(assert_close):
     assert_close("final state", ref_S, S, 1e-12)
 
 
+def test_decay_factors_are_exp_above_the_floor_and_exact_zeros_below_it() -> None:
+    """Small true-decay factors become 0, never denormal (slow on x86); the rest stay exp."""
+    from k3chat_model.ops.delta_rule.chunk import _decay
+
+    x = torch.tensor([0.0, -1.0, -59.5, -60.5, -80.0, -300.0, 5.0, 85.0])
+    got = _decay(x.clone())
+    keep = torch.tensor([True, True, True, False, False, False, True, True])
+    assert torch.equal(got[keep], x[keep].exp())
+    assert torch.equal(got[~keep], torch.zeros(3))
+
+
 def test_chunk_at_gate_lower_bound_over_4096_tokens_stays_finite_and_exact(assert_close):
     q, k, v, g, beta, _ = make_inputs(1, 4096, 1, 16, 16, "bound")
     ref, ref_S = naive_recurrent_kda(q, k, v, g, beta, output_final_state=True)
