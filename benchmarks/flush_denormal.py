@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 from distill_decode import TEXT, bench
+from timing import kda_qkv_beta
 
 from k3chat_model.distill.data import ChatTokenizer
 from k3chat_model.loading import load_model
@@ -29,10 +30,8 @@ from k3chat_model.ops.delta_rule import chunk_kda
 
 def kernel_table(repeats: int) -> None:
     """`chunk_kda` alone, flush off and on, under strong, bound and mild decay gates."""
-    torch.manual_seed(0)
     B, T, H, D = 1, 512, 9, 64
-    q, k = (torch.nn.functional.normalize(torch.randn(B, T, H, D), dim=-1) for _ in range(2))
-    v, beta = torch.randn(B, T, H, D), torch.sigmoid(torch.randn(B, T, H))
+    q, k, v, beta = kda_qkv_beta(T, H, D)
     gates = {
         "strong": -5 * torch.sigmoid(torch.randn(B, T, H, D)),
         "at the bound, -4.9": torch.full((B, T, H, D), -4.9),

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import torch
+from timing import kda_qkv_beta
 
 from k3chat_model.ops.delta_rule import chunk_kda
 
@@ -41,10 +42,8 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     other = load_other(a.other)
-    torch.manual_seed(0)
     B, T, H, D = 1, a.tokens, a.heads, 64
-    q, k = (torch.nn.functional.normalize(torch.randn(B, T, H, D), dim=-1) for _ in range(2))
-    v, beta = torch.randn(B, T, H, D), torch.sigmoid(torch.randn(B, T, H))
+    q, k, v, beta = kda_qkv_beta(T, H, D)
     gates = {
         "mixed, -5·sigmoid(3·randn)": -5 * torch.sigmoid(3 * torch.randn(B, T, H, D)),
         "at the bound, -4.9": torch.full((B, T, H, D), -4.9),
