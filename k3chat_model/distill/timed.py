@@ -47,6 +47,42 @@ start evaluation is timed and the training budget leaves room for `evals` more l
 MEASURE_STEPS = 6
 
 
+def _same_layers(a: dict, b: dict) -> bool:
+    la, lb = a.get("layers", {}), b.get("layers", {})
+    return la.keys() == lb.keys() and all(
+        la[i].keys() == lb[i].keys() and all(torch.equal(la[i][n], lb[i][n]) for n in la[i])
+        for i in la
+    )
+
+
+def set_aside_unrewound_snapshot(run: Path, log: Callable[[str], None] = print) -> Path | None:
+    """Rename an earlier `RUN/stage2-timed.pt` that is not the run's current stage 2.
+
+    Why: a timed run starts from `stage2.pt` and writes its own snapshot to `stage2-timed.pt`,
+    so a kept snapshot never made current with `distill rewind` would be overwritten unseen
+    (session 47 lost 1.37M tokens of training that way). Returns the new path, or None when
+    there was nothing to keep (no snapshot, or the one `rewind` already made current).
+    """
+    path = run / "stage2-timed.pt"
+    if not path.exists():
+        return None
+    try:
+        earlier = ckpt.load(path)
+        tokens = str(int(earlier["state"]["tokens"]))
+    except Exception:  # noqa: BLE001 - an unreadable snapshot is still kept, never overwritten
+        earlier, tokens = None, "unreadable"
+    current = ckpt.load(run / "stage2.pt")
+    if earlier is not None and current is not None and _same_layers(earlier, current):
+        return None
+    kept, n = run / f"stage2-timed-{tokens}.pt", 1
+    while kept.exists():
+        kept, n = run / f"stage2-timed-{tokens}-{n}.pt", n + 1
+    path.rename(kept)
+    log(f"an earlier timed snapshot ({tokens} tokens) was never rewound: kept as {kept.name}; "
+        f"`distill rewind {run} {kept}` continues from it")  # fmt: skip
+    return kept
+
+
 def timed_stage2(
     run: Path,
     *,
@@ -105,7 +141,8 @@ def timed_stage2(
     `"partial": true`), so a run killed outright (a timeout, the machine taken back) keeps it.
     If the steps slow down after the rate was measured, the run evaluates early once only an
     evaluation and the reserve still fit, and stops there (`"deadline": true` in the report).
-    The run's own checkpoints are never modified.
+    The run's own checkpoints are never modified, and an earlier `stage2-timed.pt` that was
+    never rewound is renamed first (`set_aside_unrewound_snapshot`), not overwritten.
     """
     if not (ema == 0.0 or 0.0 < ema < 1.0):
         raise ConfigError(f"--ema {ema}: need a decay in (0, 1), or 0 for none",
@@ -117,6 +154,7 @@ def timed_stage2(
             f"--factual {factual} --factual-every {factual_every}: need N >= 0 and every >= 1"
         )
     t_end = time.time() + seconds
+    set_aside_unrewound_snapshot(run, log)
     if eval_batch is None:
         eval_batch = 32 if torch.device(device).type == "cuda" else 1
     if eval_batch < 1:

@@ -490,3 +490,31 @@ def test_steps_that_slow_after_the_rate_was_measured_do_not_overrun_the_budget(
     assert rep["best_step"] == rep["steps"]  # keep="last": the stop point's evaluation
     saved = ckpt.load(run / "stage2-timed.pt")
     assert saved["state"]["tokens"] == 640 + rep["evals"][-1]["tokens"]
+
+
+def test_an_earlier_snapshot_never_rewound_is_set_aside_not_overwritten(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    run = _run(tmp_path, teacher_dir)
+    held = [(r.tolist(), [1] * 32) for r in _rows(2, 9)[0]]
+    _held_out(monkeypatch, held[:1], held[1:])
+    first = timed.timed_stage2(
+        run, device="cpu", seconds=6, batch=2, lr=3e-3, evals=1, keep="last", log=lambda _m: None
+    )
+    kept_bytes = (run / "stage2-timed.pt").read_bytes()
+    lines: list[str] = []
+    timed.timed_stage2(run, device="cpu", seconds=120, batch=2, evals=1, log=lines.append,
+                       stop=StopAfter(1))  # fmt: skip
+    kept = run / f"stage2-timed-{640 + first['best']['tokens']}.pt"
+    assert kept.read_bytes() == kept_bytes  # the first run's training is still there
+    assert any(kept.name in line and "rewind" in line for line in lines)
+    assert ckpt.load(run / "stage2-timed.pt")["state"]["tokens"] == 640  # the second run's own
+
+    # once rewound, the snapshot is the run's stage 2: nothing to keep apart
+    assert main(["rewind", str(run), str(run / "stage2-timed.pt")]) == 0
+    assert timed.set_aside_unrewound_snapshot(run, log=lines.append) is None
+    assert (run / "stage2-timed.pt").exists()
+    (run / "stage2-timed.pt").write_bytes(b"torn")  # unreadable: kept, never overwritten
+    assert timed.set_aside_unrewound_snapshot(run, log=lines.append).name == (
+        "stage2-timed-unreadable.pt"
+    )
