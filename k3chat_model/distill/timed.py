@@ -71,7 +71,10 @@ def set_aside_unrewound_snapshot(run: Path, log: Callable[[str], None] = print) 
         tokens = str(int(earlier["state"]["tokens"]))
     except Exception:  # noqa: BLE001 - an unreadable snapshot is still kept, never overwritten
         earlier, tokens = None, "unreadable"
-    current = ckpt.load(run / "stage2.pt")
+    try:
+        current = ckpt.load(run / "stage2.pt")
+    except Exception:  # noqa: BLE001 - reported by the run's own load, with its hint
+        current = None
     if earlier is not None and current is not None and _same_layers(earlier, current):
         return None
     kept, n = run / f"stage2-timed-{tokens}.pt", 1
@@ -154,11 +157,11 @@ def timed_stage2(
             f"--factual {factual} --factual-every {factual_every}: need N >= 0 and every >= 1"
         )
     t_end = time.time() + seconds
-    set_aside_unrewound_snapshot(run, log)
     if eval_batch is None:
         eval_batch = 32 if torch.device(device).type == "cuda" else 1
     if eval_batch < 1:
         raise ConfigError(f"--eval-batch {eval_batch}: need at least 1 sequence per forward")
+    set_aside_unrewound_snapshot(run, log)  # after the argument checks: a typo moves nothing
     cfg, st = load_run(run)
     lr_scale = pretrained_lr_scale(cfg, st, pretrained_scale, pretrained_train)
     teacher_dir = Path(teacher_dir or cfg.teacher)
