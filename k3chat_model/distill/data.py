@@ -766,6 +766,85 @@ EXTRA_TOPICS = [
     "autumn leaves",
 ]
 
+# A fourth list, used only once EXTRA_TOPICS is spent (session 46 asked for 9,216 replies and
+# got 6,839: every pool ran dry while the 14-layer hybrid's held-out top-1 was still climbing).
+# One theme per paragraph. Disjoint from the lists above and from the gate's held-out topics.
+FURTHER_TOPICS = [
+    t.strip()
+    for t in """
+otters; badgers; raccoons; skunks; porcupines; armadillos; anteaters; llamas; alpacas; yaks;
+bison; rhinos; cheetahs; leopards; jaguars; hyenas; meerkats; lemurs; orangutans; chimpanzees;
+platypuses; wombats; hamsters; guinea pigs; mice; moles; donkeys; ostriches; emus; peacocks;
+woodpeckers; robins; sparrows; pigeons; seagulls; storks; herons; vultures; hawks; falcons;
+geese; turkeys; albatrosses; newts; salamanders; toads; iguanas; geckos; alligators; manatees;
+narwhals; seahorses; eels; tuna; trout; clownfish; stingrays; shrimp; oysters; ladybugs;
+grasshoppers; wasps; termites; caterpillars; scorpions; centipedes;
+maple trees; willow trees; palm trees; redwoods; baobab trees; lavender; daisies; lilies;
+dandelions; ivy; clover; lotus flowers; mint; basil; rosemary; ginger; saffron;
+quinoa; barley; tofu; peanut butter; jam; hummus; falafel; lasagne; omelettes; burgers; popcorn;
+pretzels; doughnuts; muffins; croissants; bagels; brownies; custard; lemonade; hot chocolate;
+peaches; pears; plums; cherries; blueberries; raspberries; papayas; figs; olives; cashews;
+peanuts; pumpkins; cucumbers; lettuce; spinach; broccoli; cabbage; radishes; celery; peas;
+chickpeas; mustard; ketchup; nutmeg;
+Australia; Spain; Italy; France; Germany; Turkey; Argentina; Chile; Colombia; South Africa;
+Nigeria; Morocco; Ethiopia; Vietnam; Thailand; Indonesia; New Zealand; Scotland; Ireland;
+Switzerland; the Netherlands; Sweden; Finland; Portugal; Madagascar; Hawaii; the Caribbean;
+the Mediterranean Sea; the Atlantic Ocean; the Indian Ocean; the Mississippi River;
+the Grand Canyon; the Rocky Mountains; the Great Lakes; the Gobi Desert; Mount Everest;
+the Eiffel Tower; the Colosseum; the Taj Mahal; Machu Picchu; the Statue of Liberty; London;
+Paris; Tokyo; New York City; Cairo; Istanbul; Sydney; Rio de Janeiro;
+electrons; protons; molecules; the Doppler effect; ultraviolet light; infrared; radio waves;
+electric circuits; transistors; semiconductors; microchips; touchscreens; QR codes; barcodes;
+cybersecurity; firewalls; backups; version control; SQL; HTML; compilers; debugging;
+unit testing; data centres; fibre optics; undersea cables; weather forecasting; thermometers;
+barometers; anaesthesia; surgery; MRI scans; blood pressure; cholesterol; diabetes; asthma;
+sunburn; sunscreen; dentists; eyeglasses; hearing aids; wheelchairs; germs; the microbiome;
+enzymes; chlorophyll; the nervous system; reflexes; the spine; joints;
+multiplication; division; negative numbers; square roots; exponents; logarithms; equations;
+graphs; angles; the Pythagorean theorem; pi; symmetry; averages; ratios; estimation;
+mental arithmetic; Roman numerals; binary numbers; Venn diagrams;
+the Stone Age; the Bronze Age; cave paintings; the Celts; the Mongols; Julius Caesar; Cleopatra;
+Napoleon; Queen Victoria; the Wright brothers; Marie Curie; Albert Einstein; Isaac Newton;
+Galileo; Charles Darwin; Ada Lovelace; Alan Turing; Nelson Mandela; the suffragettes;
+World War I; World War II; the Great Depression; the Magna Carta; the Gold Rush; the Titanic;
+alarm clocks; naps; bedtime routines; weekends; hobbies; stamp collecting; scrapbooking;
+barbecues; sleepovers; summer camp; playgrounds; kites; balloons; toys; dolls; building blocks;
+card games; dice; marbles; hide and seek; chores; pocket money; piggy banks; tipping; queues;
+good manners; apologising; compliments; making friends; small talk; listening skills;
+giving feedback; asking for help; decluttering; minimalism; journaling; to-do lists;
+freelancing; startups; job applications; salaries; pensions; invoices; contracts; trade unions;
+factories; warehouses; shipping containers; supermarkets; bakeries; cafes; bookshops;
+pharmacies; post offices; cash machines; cryptocurrency; exchange rates; tourism;
+trucks; taxis; cable cars; scooters; gliders; parachutes; jet engines; seat belts;
+driving lessons; parking; petrol stations; road signs;
+the saxophone; the trumpet; the harp; the cello; the accordion; the harmonica; the ukulele;
+singing; karaoke; concerts; music festivals; rhythm; melody; songwriting; lullabies;
+national anthems; limericks; sonnets; fables; nursery rhymes; picture books; audiobooks;
+biographies; puppets; circuses; clowns; stand-up comedy; portraits; mosaics; stained glass;
+glassblowing;
+hockey; handball; water polo; archery; bowling; darts; snooker; horse riding; wrestling;
+sledging; mountaineering; paragliding; the World Cup; the Paralympics; referees;
+hail; frost; dew; humidity; wind; sunsets; sunrises; constellations; the northern lights; ponds;
+streams; marshes; swamps; estuaries; dunes; oases; plateaus; hills; meadows; orchards;
+vineyards; hedges;
+kitchens; attics; windows; locks and keys; stairs; roofs; chimneys; fireplaces; insulation;
+showers; mirrors; carpets; curtains; pillows; mattresses; sofas; desks; bookshelves; lamps;
+kettles; toasters; dishwashers; blenders; frying pans; cutlery; chopsticks; mugs; lunchboxes;
+water bottles; buttons; scissors; glue; pencils; erasers; rulers; notebooks; crayons; envelopes;
+postage stamps; smoke alarms; fire extinguishers;
+forgiveness; respect; responsibility; fairness; generosity; courage; humility; perseverance;
+resilience; optimism; burnout; jealousy; sadness; trust; loyalty; peer pressure; bullying;
+sharing; competition; cooperation; role models; ambition; success; mistakes; nostalgia;
+homesickness; daydreaming; multitasking; willpower; morning routines; screen time;
+kindergarten; high school; spelling; grammar; punctuation; vocabulary; essays; science fairs;
+field trips; school uniforms; tutoring; scholarships; graduation; the scientific method;
+citizenship; voting; parliaments; constitutions; juries; human rights; freedom of speech;
+charities; public transport; city parks; town halls; fire stations; emergency phone numbers;
+the census; population growth; Latin; Esperanto; emojis; texting; Chinese characters;
+""".split(";")
+    if t.strip()
+]
+
 TEMPLATES = [
     "Explain {t} in simple terms.",
     "What is {t}?",

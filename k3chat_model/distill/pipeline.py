@@ -20,6 +20,7 @@ from ..model import K3ForCausalLM
 from . import ckpt
 from .data import (
     EXTRA_TOPICS,
+    FURTHER_TOPICS,
     MORE_TOPICS,
     SEED,
     ChatTokenizer,
@@ -133,13 +134,14 @@ scores (docs/k3-smol.md, sessions 25-26)."""
 def reply_prompts(cfg: RunConfig, tok: ChatTokenizer, seen: set[str], want: int) -> list[str]:
     """Up to `want` unused prompts: a `QUIZ_SHARE` of short factual questions (the one-line
     Q->A form the chat corpora lack), the rest chatterbot questions and templated instructions,
-    then instructions on more topics, then on further ones (held-out assistant KL and top-1 lag
+    then instructions on more topics, then on two further lists (held-out assistant KL and top-1 lag
     the training replies': more varied replies); more quiz questions if those run out. Sorted by
     prompt length, so each generation batch holds few lengths."""
     pools = (
         chatterbot_questions(Path(cfg.data_dir)) + instruction_prompts(),
         instruction_prompts(MORE_TOPICS),
         instruction_prompts(EXTRA_TOPICS),
+        instruction_prompts(FURTHER_TOPICS),
         quiz_prompts(),
     )
     quiz_want = round(want * QUIZ_SHARE)

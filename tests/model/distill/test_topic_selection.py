@@ -13,7 +13,13 @@ from distill_helpers import trained_run
 
 from k3chat_model.distill import quiz, quiz_train, timed, validation
 from k3chat_model.distill.cli import main
-from k3chat_model.distill.data import EXTRA_TOPICS, MORE_TOPICS, TOPICS, ChatTokenizer
+from k3chat_model.distill.data import (
+    EXTRA_TOPICS,
+    FURTHER_TOPICS,
+    MORE_TOPICS,
+    TOPICS,
+    ChatTokenizer,
+)
 from k3chat_model.distill.gate_data import FACTUAL, HELDOUT_TEMPLATES, HELDOUT_TOPICS
 from k3chat_model.loading import load_model
 
@@ -27,7 +33,7 @@ def _names(topic: str, text: str) -> bool:
 def test_selection_topics_are_named_by_no_gate_or_training_text() -> None:
     topics = validation.SELECTION_TOPICS
     assert len(set(topics)) == len(topics) == 48
-    listed = TOPICS + MORE_TOPICS + EXTRA_TOPICS + HELDOUT_TOPICS
+    listed = TOPICS + MORE_TOPICS + EXTRA_TOPICS + FURTHER_TOPICS + HELDOUT_TOPICS
     questions = quiz.quiz_prompts() + quiz_train.factual_train_prompts()
     questions += [q for q, _ in FACTUAL] + list(quiz.HELDOUT_QUIZ)
     questions += [q for q, _ in quiz.HELDOUT_FACTUAL]
