@@ -18,6 +18,7 @@ from torch import nn
 
 from .config import K3Config
 from .errors import CheckpointError
+from .layers.linear import Linear
 from .layers.mxfp4 import MXFP4Linear
 from .model import K3ForCausalLM
 
@@ -140,7 +141,7 @@ def build_empty(path: Path) -> tuple[K3ForCausalLM, dict[str, list[str]]]:
     if not packed and all(not names for names in shards.values()):
         packed = _any_packed(path, shards)
     with torch.device("meta"):
-        model = K3ForCausalLM(config, MXFP4Linear if packed else nn.Linear)
+        model = K3ForCausalLM(config, MXFP4Linear if packed else Linear)
     return model, shards
 
 

@@ -17,6 +17,7 @@ from .config import K3Config
 from .layers.attnres import AttnResSite, Blocks
 from .layers.gqa import GQAAttention
 from .layers.kda import KimiDeltaAttention
+from .layers.linear import Linear
 from .layers.mla import MLAttention
 from .layers.mlp import GatedMLP
 from .layers.moe import SparseMoE
@@ -26,7 +27,7 @@ MIXERS = {"kda": KimiDeltaAttention, "mla": MLAttention, "gqa": GQAAttention}
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config: K3Config, layer_idx: int, expert_linear=nn.Linear) -> None:
+    def __init__(self, config: K3Config, layer_idx: int, expert_linear=Linear) -> None:
         super().__init__()
         H, eps = config.hidden_size, config.rms_norm_eps
         self.idx = layer_idx
@@ -60,7 +61,7 @@ class DecoderLayer(nn.Module):
 
 
 class K3Model(nn.Module):
-    def __init__(self, config: K3Config, expert_linear=nn.Linear) -> None:
+    def __init__(self, config: K3Config, expert_linear=Linear) -> None:
         super().__init__()
         self.config = config
         H = config.hidden_size
@@ -93,11 +94,11 @@ class CausalLMOutput:
 
 
 class K3ForCausalLM(nn.Module):
-    def __init__(self, config: K3Config, expert_linear=nn.Linear) -> None:
+    def __init__(self, config: K3Config, expert_linear=Linear) -> None:
         super().__init__()
         self.config = config
         self.model = K3Model(config, expert_linear)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .layers.linear import Linear
 from .loading import keep_high_precision
 
 QUANT_TYPES = ("nf4", "fp4", "int8")
@@ -59,7 +60,7 @@ def quantize_model(
         if name.endswith("block_sparse_moe.gate"):
             module.weight.data = module.weight.data.to(torch.float16)
             report.router_fp16.append(name)
-        if type(module) is not nn.Linear:
+        if type(module) not in (nn.Linear, Linear):  # not bnb's subclasses
             continue
         # bnb's CPU 4-bit kernel packs 64-wide input blocks and 32-row output blocks
         too_small = method != "int8" and (

@@ -28,6 +28,8 @@ import sys
 
 import torch
 
+from ..layers.linear import cpu_bf16_is_slow
+
 
 def _loss_rows(
     t_logits: torch.Tensor,
@@ -83,20 +85,34 @@ class _DistillLoss(torch.autograd.Function):
         return full, None, None, None, None
 
 
+def _fast_head(head: torch.Tensor) -> torch.Tensor:
+    """The head to multiply by: an fp32 copy of a bf16 head on CPUs whose bf16 products are slow
+    (`layers/linear.py`; products are rounded back to bf16, as the bf16 kernel's are), else
+    itself. Made once per step, not per chunk."""
+    if head.device.type == "cpu" and head.dtype == torch.bfloat16 and cpu_bf16_is_slow():
+        return head.float()
+    return head
+
+
 class _HeadDistillLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, s_h, t_h, s_head, t_head, top1_weight, tvd_weight, rows, compiled):  # noqa: ANN001, ANN205
         inv_n = torch.tensor(1.0 / max(s_h.shape[0], 1), device=s_h.device)
         d_h = torch.empty(s_h.shape, dtype=s_head.dtype, device=s_h.device)
         sums = torch.zeros(3, dtype=torch.float32, device=s_h.device)
+        s_w, t_w = _fast_head(s_head), _fast_head(t_head)
         for i in range(0, s_h.shape[0], rows):
-            s_z = s_h[i : i + rows].to(s_head.dtype) @ s_head.t()
-            t_z = t_h[i : i + rows].to(t_head.dtype) @ t_head.t()
+            s_z = (s_h[i : i + rows].to(s_head.dtype).to(s_w.dtype) @ s_w.t()).to(s_head.dtype)
+            t_z = (t_h[i : i + rows].to(t_head.dtype).to(t_w.dtype) @ t_w.t()).to(t_head.dtype)
             full = compiled and s_z.shape[0] == rows  # one static shape: one compilation
             loss_rows = COMPILED_ROWS if full else _loss_rows
             kl, ce, tvd, grad = loss_rows(t_z, s_z, inv_n, top1_weight, tvd_weight)
             sums += torch.stack([kl, ce, tvd])
-            torch.mm(grad.to(s_head.dtype), s_head, out=d_h[i : i + rows])
+            g = grad.to(s_head.dtype).to(s_w.dtype)
+            if s_w.dtype == d_h.dtype:
+                torch.mm(g, s_w, out=d_h[i : i + rows])
+            else:
+                d_h[i : i + rows] = torch.mm(g, s_w)
         ctx.save_for_backward(d_h)
         ctx.dtype = s_h.dtype
         kl, ce, tvd = sums.unbind()

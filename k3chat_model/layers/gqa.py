@@ -12,6 +12,7 @@ from torch import nn
 
 from ..cache import GQACache
 from ..config import K3Config
+from .linear import Linear
 
 
 def rope_cos_sin(
@@ -50,10 +51,10 @@ class GQAAttention(nn.Module):
         self.n_kv = config.num_key_value_heads or self.n_heads
         self.head_dim = config.gqa_head_dim
         self.theta = config.rope_theta
-        self.q_proj = nn.Linear(H, self.n_heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(H, self.n_kv * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(H, self.n_kv * self.head_dim, bias=False)
-        self.o_proj = nn.Linear(self.n_heads * self.head_dim, H, bias=False)
+        self.q_proj = Linear(H, self.n_heads * self.head_dim, bias=False)
+        self.k_proj = Linear(H, self.n_kv * self.head_dim, bias=False)
+        self.v_proj = Linear(H, self.n_kv * self.head_dim, bias=False)
+        self.o_proj = Linear(self.n_heads * self.head_dim, H, bias=False)
         self._inv_freq: torch.Tensor | None = None
 
     def forward(

@@ -15,6 +15,7 @@ from torch import nn
 from ..cache import KDAState
 from ..config import K3Config
 from ..ops.delta_rule import chunk_kda, fused_recurrent_kda
+from .linear import Linear
 from .norm import GatedRMSNorm
 
 RECURRENT_MAX_TOKENS = 8
@@ -54,24 +55,24 @@ class KimiDeltaAttention(nn.Module):
         self.H, self.D = config.kda_num_heads, config.kda_head_dim
         C = self.H * self.D
         self.lower_bound = config.kda_gate_lower_bound
-        self.q_proj = nn.Linear(hidden, C, bias=False)
-        self.k_proj = nn.Linear(hidden, C, bias=False)
-        self.v_proj = nn.Linear(hidden, C, bias=False)
+        self.q_proj = Linear(hidden, C, bias=False)
+        self.k_proj = Linear(hidden, C, bias=False)
+        self.v_proj = Linear(hidden, C, bias=False)
         self.q_conv1d = ShortConv(C, config.kda_conv_kernel)
         self.k_conv1d = ShortConv(C, config.kda_conv_kernel)
         self.v_conv1d = ShortConv(C, config.kda_conv_kernel)
-        self.f_a_proj = nn.Linear(hidden, self.D, bias=False)
-        self.f_b_proj = nn.Linear(self.D, C, bias=False)
+        self.f_a_proj = Linear(hidden, self.D, bias=False)
+        self.f_b_proj = Linear(self.D, C, bias=False)
         self.A_log = nn.Parameter(torch.zeros(self.H))
         self.dt_bias = nn.Parameter(torch.zeros(C))
-        self.b_proj = nn.Linear(hidden, self.H, bias=False)
+        self.b_proj = Linear(hidden, self.H, bias=False)
         if config.kda_full_rank_gate:
-            self.g_proj = nn.Linear(hidden, C, bias=False)
+            self.g_proj = Linear(hidden, C, bias=False)
         else:
-            self.g_a_proj = nn.Linear(hidden, self.D, bias=False)
-            self.g_b_proj = nn.Linear(self.D, C, bias=False)
+            self.g_a_proj = Linear(hidden, self.D, bias=False)
+            self.g_b_proj = Linear(self.D, C, bias=False)
         self.o_norm = GatedRMSNorm(self.D, config.rms_norm_eps)
-        self.o_proj = nn.Linear(C, hidden, bias=False)
+        self.o_proj = Linear(C, hidden, bias=False)
 
     def decay(self, g_raw: torch.Tensor) -> torch.Tensor:
         """g_raw [B, T, H, D] -> log-decay g (≤ 0), fp32."""

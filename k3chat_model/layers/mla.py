@@ -15,6 +15,7 @@ from torch import nn
 from ..cache import MLACache
 from ..config import K3Config
 from .gqa import causal_mask
+from .linear import Linear
 from .norm import RMSNorm
 
 ABSORB_MAX_TOKENS = 4
@@ -35,20 +36,18 @@ class MLAttention(nn.Module):
         self.scale = (self.nope + self.rope) ** -0.5
         qk = self.nope + self.rope
         if config.q_lora_rank:
-            self.q_a_proj = nn.Linear(H, config.q_lora_rank, bias=False)
+            self.q_a_proj = Linear(H, config.q_lora_rank, bias=False)
             self.q_a_layernorm = RMSNorm(config.q_lora_rank, config.mla_lora_norm_eps)
-            self.q_b_proj = nn.Linear(config.q_lora_rank, self.n_heads * qk, bias=False)
+            self.q_b_proj = Linear(config.q_lora_rank, self.n_heads * qk, bias=False)
         else:
-            self.q_proj = nn.Linear(H, self.n_heads * qk, bias=False)
-        self.kv_a_proj_with_mqa = nn.Linear(H, self.rank + self.rope, bias=False)
+            self.q_proj = Linear(H, self.n_heads * qk, bias=False)
+        self.kv_a_proj_with_mqa = Linear(H, self.rank + self.rope, bias=False)
         self.kv_a_layernorm = RMSNorm(self.rank, config.mla_lora_norm_eps)
-        self.kv_b_proj = nn.Linear(self.rank, self.n_heads * (self.nope + self.v_dim), bias=False)
+        self.kv_b_proj = Linear(self.rank, self.n_heads * (self.nope + self.v_dim), bias=False)
         self.g_proj = (
-            nn.Linear(H, self.n_heads * self.v_dim, bias=False)
-            if config.mla_use_output_gate
-            else None
+            Linear(H, self.n_heads * self.v_dim, bias=False) if config.mla_use_output_gate else None
         )
-        self.o_proj = nn.Linear(self.n_heads * self.v_dim, H, bias=False)
+        self.o_proj = Linear(self.n_heads * self.v_dim, H, bias=False)
 
     def _query(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         B, T, _ = x.shape

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import K3Config
+from .linear import Linear
 
 
 def situ_and_mul(
@@ -36,9 +37,9 @@ class GatedMLP(nn.Module):
 
     def __init__(self, config: K3Config, hidden: int, intermediate: int) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
-        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
-        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+        self.gate_proj = Linear(hidden, intermediate, bias=False)
+        self.up_proj = Linear(hidden, intermediate, bias=False)
+        self.down_proj = Linear(intermediate, hidden, bias=False)
         self.act = activation(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -48,10 +49,10 @@ class GatedMLP(nn.Module):
 class Expert(nn.Module):
     """One routed expert with the official names: `w2(act(w1 z, w3 z))`.
 
-    w1/w2/w3 are `nn.Linear` or, for MXFP4 checkpoints, `MXFP4Linear` (same call signature).
+    w1/w2/w3 are `Linear` or, for MXFP4 checkpoints, `MXFP4Linear` (same call signature).
     """
 
-    def __init__(self, config: K3Config, hidden: int, intermediate: int, linear=nn.Linear) -> None:
+    def __init__(self, config: K3Config, hidden: int, intermediate: int, linear=Linear) -> None:
         super().__init__()
         self.w1 = linear(hidden, intermediate, bias=False)
         self.w3 = linear(hidden, intermediate, bias=False)

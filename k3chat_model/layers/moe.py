@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ..config import K3Config
+from .linear import Linear
 from .mlp import Expert, GatedMLP
 from .norm import RMSNorm
 from .zero import is_zero
@@ -51,7 +52,7 @@ class Router(nn.Module):
 class SparseMoE(nn.Module):
     """`block_sparse_moe`: router, routed experts (optionally latent), shared experts."""
 
-    def __init__(self, config: K3Config, expert_linear=nn.Linear) -> None:
+    def __init__(self, config: K3Config, expert_linear=Linear) -> None:
         super().__init__()
         H = config.hidden_size
         self.latent = config.routed_expert_hidden_size
@@ -62,8 +63,8 @@ class SparseMoE(nn.Module):
             for _ in range(config.num_experts)
         )
         if self.latent:
-            self.routed_expert_down_proj = nn.Linear(H, self.latent, bias=False)
-            self.routed_expert_up_proj = nn.Linear(self.latent, H, bias=False)
+            self.routed_expert_down_proj = Linear(H, self.latent, bias=False)
+            self.routed_expert_up_proj = Linear(self.latent, H, bias=False)
             self.routed_expert_norm = (
                 RMSNorm(self.latent, config.rms_norm_eps) if config.latent_moe_use_norm else None
             )

@@ -8,8 +8,9 @@ per weight; each call dequantises to the activation dtype (exact: E2M1 × 2^k fi
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from .linear import linear
 
 
 class MXFP4Linear(nn.Module):
@@ -35,7 +36,7 @@ class MXFP4Linear(nn.Module):
         return dequant_mxfp4(self.weight_packed, self.weight_scale, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.dequantized(x.dtype))
+        return linear(x, self.dequantized(x.dtype))
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, format=mxfp4"

@@ -6,6 +6,7 @@ from k3chat_model.dispatch import load_dispatched
 from k3chat_model.engine import Engine
 from k3chat_model.errors import K3Error
 from k3chat_model.events import Message, SamplingParams, TextDelta
+from k3chat_model.layers.linear import Linear
 from k3chat_model.layers.mxfp4 import MXFP4Linear
 from k3chat_model.loading import load_model
 from k3chat_model.quantize import quantize_model
@@ -22,14 +23,8 @@ def test_quantized_model_keeps_router_fp16_and_projections_in_bnb_layers(tiny_ch
     assert moe.gate.e_score_correction_bias.dtype == torch.float32
     assert isinstance(moe.experts[0].w1, want) and isinstance(moe.shared_experts.gate_proj, want)
     assert isinstance(layer1.self_attn.q_proj, want) and isinstance(layer1.self_attn.o_proj, want)
-    assert (
-        type(model.lm_head) is torch.nn.Linear
-        and type(model.model.embed_tokens) is torch.nn.Embedding
-    )
-    assert (
-        type(layer1.self_attn.f_a_proj) is torch.nn.Linear
-        and type(layer1.self_attn.b_proj) is torch.nn.Linear
-    )
+    assert type(model.lm_head) is Linear and type(model.model.embed_tokens) is torch.nn.Embedding
+    assert type(layer1.self_attn.f_a_proj) is Linear and type(layer1.self_attn.b_proj) is Linear
     assert layer1.self_attn.A_log.dtype == torch.float32
     assert "model.layers.1.self_attn.b_proj" in report.skipped
     logits = model(torch.arange(30)[None]).logits

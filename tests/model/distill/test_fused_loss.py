@@ -101,9 +101,14 @@ def test_the_head_fused_loss_matches_the_reference_on_the_logits(
     assert torch.all(s_leaf.grad[1, :3] == 0) and torch.all(s_leaf.grad[:, -1] == 0)
 
 
-def test_the_head_fused_loss_in_bf16_agrees_with_the_logit_fused_loss() -> None:
+@pytest.mark.parametrize("bf16_mode", ["native", "fp32"])
+def test_the_head_fused_loss_in_bf16_agrees_with_the_logit_fused_loss(
+    bf16_mode, monkeypatch
+) -> None:
     """Stage 2's case: bf16 hidden states and heads; the logits it never holds are the ones
-    `fused_kd_loss` would get, so loss and gradient agree to bf16 rounding."""
+    `fused_kd_loss` would get, so loss and gradient agree to bf16 rounding, also where the
+    products run in fp32 (CPUs without native bf16, `layers/linear.py`)."""
+    monkeypatch.setattr(fused_loss, "cpu_bf16_is_slow", lambda: bf16_mode == "fp32")
     t_h, s_h, mask, t_head, s_head = _hidden(torch.bfloat16)
     s_a = s_h.clone().requires_grad_(True)
     want = fused_kd_loss(t_h @ t_head.t(), s_a @ s_head.t(), mask, 0.5, 1.0)

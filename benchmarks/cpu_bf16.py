@@ -1,0 +1,108 @@
+"""bf16 products on this CPU: torch's kernel vs the fp32 path of `layers/linear.py`.
+
+    python benchmarks/cpu_bf16.py [--model k3-smol] [--repeats 3]
+
+1. One projection (576 → 1536, 40 distinct weights so they are not cache-resident) at growing
+   row counts: microseconds per call in bf16 and via fp32, and the ratio — where the crossover
+   `FP32_MIN_ROWS` comes from.
+2. The engine on a bf16 model with the path off (`native`) and on (`fp32`), side by side in one
+   process, alternating: prefill tok/s at 1,024 tokens and decode tok/s (48 tokens).
+On CPUs with native bf16 (AVX512-BF16, AMX) both columns of table 1 should be close and
+`cpu_bf16_is_slow()` is False, so the engine never takes the detour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import k3chat_model  # noqa: F401  (sets OMP_WAIT_POLICY before torch loads)
+
+# isort: split
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).parent))
+from decode import decode_rate, env_line, prefill_rate  # noqa: E402
+
+from k3chat_model.engine import Engine  # noqa: E402
+from k3chat_model.layers import linear as lin  # noqa: E402
+
+
+def cpu_flags() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "?"
+    model = next(
+        (ln.split(":", 1)[1].strip() for ln in text.splitlines() if "model name" in ln), "?"
+    )
+    flags = set(next((ln for ln in text.splitlines() if ln.startswith("flags")), "").split())
+    has = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    return f"{model}; {' '.join(has)}"
+
+
+def projection_table(repeats: int) -> None:
+    g = torch.Generator().manual_seed(0)
+    weights = [torch.randn(1536, 576, generator=g).bfloat16() for _ in range(40)]
+    print("| rows | bf16 kernel µs | fp32 path µs | speed-up |")
+    print("|---|---|---|---|")
+    for rows in (1, 2, 4, 8, 16, 32, 64, 512):
+        x = torch.randn(rows, 576, generator=g).bfloat16()
+        paths = {
+            "bf16": lambda x, w: F.linear(x, w),
+            "fp32": lambda x, w: F.linear(x.float(), w.float()).bfloat16(),
+        }
+        per = {}
+        for name, fn in paths.items():
+            times = []
+            for _ in range(repeats):
+                t = time.perf_counter()
+                for w in weights:
+                    fn(x, w)
+                times.append((time.perf_counter() - t) / len(weights))
+            per[name] = statistics.median(times) * 1e6
+        print(
+            f"| {rows} | {per['bf16']:.0f} | {per['fp32']:.0f} | {per['bf16'] / per['fp32']:.2f}× |"
+        )
+
+
+def engine_table(model: str, repeats: int) -> None:
+    engine = Engine.load(model, dtype="bfloat16")
+    runs: dict[tuple[str, str], list[float]] = {}
+    for _ in range(repeats):
+        for mode in ("native", "fp32"):
+            os.environ[lin.MODE_ENV] = mode
+            lin.cpu_bf16_is_slow.cache_clear()
+            runs.setdefault((mode, "prefill"), []).append(prefill_rate(engine, 1024, 1))
+            runs.setdefault((mode, "decode"), []).append(decode_rate(engine, 48, 1))
+    print("| bf16 products | prefill 1,024 tok/s | decode tok/s |")
+    print("|---|---|---|")
+    for mode in ("native", "fp32"):
+        p, d = runs[(mode, "prefill")], runs[(mode, "decode")]
+        print(
+            f"| {mode} | {statistics.median(p):.0f} ({', '.join(f'{v:.0f}' for v in p)}) "
+            f"| {statistics.median(d):.1f} ({', '.join(f'{v:.1f}' for v in d)}) |"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="k3-smol")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    os.environ.pop(lin.MODE_ENV, None)
+    print(f"<!-- {env_line()} -->")
+    print(f"<!-- cpu: {cpu_flags()}; detected slow bf16: {lin.cpu_bf16_is_slow()} -->\n")
+    projection_table(args.repeats)
+    print()
+    engine_table(args.model, args.repeats)
+    print(f"\n<!-- {env_line()} -->")
+
+
+if __name__ == "__main__":
+    main()
