@@ -22,6 +22,11 @@ RECURRENT_MAX_TOKENS = 8
 """Steps up to which the per-token recurrence beats the chunked path."""
 
 
+CONV_WINDOW_MAX_TOKENS = 16
+"""Steps up to which the short conv is a sum over windows: `conv1d` costs ~120 µs a call whatever
+the length (one decode token: 124 vs 20 µs at 576 channels on one Zen 3 thread)."""
+
+
 class ShortConv(nn.Module):
     """Depthwise causal conv + SiLU; `weight` [C, 1, K] (stored fp32), w[..., K−1] hits the current token."""
 
@@ -38,8 +43,12 @@ class ShortConv(nn.Module):
         if tail is None:
             tail = x.new_zeros(B, self.kernel - 1, C)
         xs = torch.cat([tail.to(x.dtype), x], dim=1)  # [B, K−1+T, C]
-        y = F.conv1d(xs.transpose(1, 2).float(), self.weight.float(), groups=C)  # [B, C, T]
-        return F.silu(y).transpose(1, 2).to(x.dtype), xs[:, xs.shape[1] - (self.kernel - 1) :]
+        if T <= CONV_WINDOW_MAX_TOKENS:  # decode: a weighted sum over K-wide windows
+            windows = xs.float().unfold(1, self.kernel, 1)  # [B, T, C, K]
+            y = (windows * self.weight.float().view(C, self.kernel)).sum(-1)  # [B, T, C]
+        else:
+            y = F.conv1d(xs.transpose(1, 2).float(), self.weight.float(), groups=C).transpose(1, 2)
+        return F.silu(y).to(x.dtype), xs[:, xs.shape[1] - (self.kernel - 1) :]
 
 
 def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
