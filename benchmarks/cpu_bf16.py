@@ -7,6 +7,7 @@
    `FP32_MIN_ROWS` comes from.
 2. The engine on a bf16 model with the path off (`native`) and on (`fp32`), side by side in one
    process, alternating: prefill tok/s at 1,024 tokens and decode tok/s (48 tokens).
+3. The same with `--quantize nf4`, whose bitsandbytes layers compute in fp32 (`fp32`) or bf16.
 On CPUs with native bf16 (AVX512-BF16, AMX) both columns of table 1 should be close and
 `cpu_bf16_is_slow()` is False, so the engine never takes the detour.
 """
@@ -90,6 +91,31 @@ def engine_table(model: str, repeats: int) -> None:
         )
 
 
+def nf4_table(model: str, repeats: int) -> None:
+    """bitsandbytes nf4: the compute dtype is chosen at quantization (`default_compute_dtype`),
+    so each setting gets its own engine; measured alternately."""
+    engines = {}
+    for mode in ("native", "fp32"):
+        os.environ[lin.MODE_ENV] = mode
+        lin.cpu_bf16_is_slow.cache_clear()
+        engines[mode] = Engine.load(model, dtype="bfloat16", quantization="nf4")
+    runs: dict[tuple[str, str], list[float]] = {}
+    for _ in range(repeats):
+        for mode, engine in engines.items():
+            os.environ[lin.MODE_ENV] = mode
+            lin.cpu_bf16_is_slow.cache_clear()
+            runs.setdefault((mode, "prefill"), []).append(prefill_rate(engine, 512, 1))
+            runs.setdefault((mode, "decode"), []).append(decode_rate(engine, 24, 1))
+    print("| nf4, bf16 products | prefill 512 tok/s | decode tok/s |")
+    print("|---|---|---|")
+    for mode in engines:
+        p, d = runs[(mode, "prefill")], runs[(mode, "decode")]
+        print(
+            f"| {mode} | {statistics.median(p):.0f} ({', '.join(f'{v:.0f}' for v in p)}) "
+            f"| {statistics.median(d):.1f} ({', '.join(f'{v:.1f}' for v in d)}) |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="k3-smol")
@@ -101,6 +127,8 @@ def main() -> None:
     projection_table(args.repeats)
     print()
     engine_table(args.model, args.repeats)
+    print()
+    nf4_table(args.model, args.repeats)
     print(f"\n<!-- {env_line()} -->")
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .layers.linear import Linear
+from .layers.linear import Linear, cpu_bf16_is_slow
 from .loading import keep_high_precision
 
 QUANT_TYPES = ("nf4", "fp4", "int8")
@@ -46,9 +46,11 @@ def quantize_model(
     method: str,
     *,
     skip: tuple[str, ...] = DEFAULT_SKIP,
-    compute_dtype: torch.dtype = torch.bfloat16,
+    compute_dtype: torch.dtype | None = None,
 ) -> QuantReport:
-    """Swap eligible `nn.Linear`s in place; returns what was quantized and what was kept."""
+    """Swap eligible `nn.Linear`s in place; returns what was quantized and what was kept.
+
+    `compute_dtype` (4-bit only): None picks `default_compute_dtype` per layer."""
     if method not in QUANT_TYPES:
         raise ValueError(f"unknown quantization {method!r}; choose from {', '.join(QUANT_TYPES)}")
     import bitsandbytes as bnb
@@ -73,11 +75,21 @@ def quantize_model(
         ):
             report.skipped.append(name)
             continue
-        _replace(model, name, _quantized_linear(bnb, module, method, compute_dtype))
+        dtype = compute_dtype or default_compute_dtype(module.weight)
+        _replace(model, name, _quantized_linear(bnb, module, method, dtype))
         report.quantized.append(name)
     if getattr(model.config, "tie_word_embeddings", False):
         model.lm_head.weight = model.model.embed_tokens.weight
     return report
+
+
+def default_compute_dtype(weight: torch.Tensor) -> torch.dtype:
+    """bf16, but fp32 for CPU weights where bf16 products are slow (`layers/linear.py`):
+    bitsandbytes' CPU 4-bit path there dequantizes and multiplies in the compute dtype (nf4
+    k3-smol on a Zen 3: prefill 62 -> 293 tok/s, decode 3.0 -> 5.5; `benchmarks/cpu_bf16.py`)."""
+    if weight.device.type == "cpu" and cpu_bf16_is_slow():
+        return torch.float32
+    return torch.bfloat16
 
 
 def _quantized_linear(bnb, lin: nn.Linear, method: str, compute_dtype: torch.dtype) -> nn.Module:
