@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from functools import cache
 
 import torch
@@ -37,6 +38,8 @@ def cpu_bf16_is_slow() -> bool:
     mode = os.environ.get(MODE_ENV, "").strip().lower()
     if mode in ("native", "fp32"):
         return mode == "fp32"
+    if mode:
+        print(f"k3chat: ignoring {MODE_ENV}={mode!r} (use native or fp32)", file=sys.stderr)
     if platform.machine().lower() not in ("x86_64", "amd64", "x86", "i686"):
         return False
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")

@@ -44,6 +44,15 @@ def test_the_mode_variable_overrides_detection(mode):
     assert not cpu_bf16_is_slow()
 
 
+def test_an_unknown_mode_is_reported_once_and_detection_used(mode, monkeypatch, capsys):
+    mode(None)
+    detected = cpu_bf16_is_slow()
+    mode("fast")
+    assert cpu_bf16_is_slow() == detected
+    assert cpu_bf16_is_slow() == detected
+    assert capsys.readouterr().err.count(f"ignoring {MODE_ENV}='fast'") == 1
+
+
 def test_detection_follows_the_cpu_features(mode):
     mode(None)
     if platform.machine().lower() not in ("x86_64", "amd64"):
