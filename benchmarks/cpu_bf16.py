@@ -72,41 +72,22 @@ def projection_table(repeats: int) -> None:
         )
 
 
-def engine_table(model: str, repeats: int) -> None:
-    engine = Engine.load(model, dtype="bfloat16")
-    runs: dict[tuple[str, str], list[float]] = {}
-    for _ in range(repeats):
-        for mode in ("native", "fp32"):
-            os.environ[lin.MODE_ENV] = mode
-            lin.cpu_bf16_is_slow.cache_clear()
-            runs.setdefault((mode, "prefill"), []).append(prefill_rate(engine, 1024, 1))
-            runs.setdefault((mode, "decode"), []).append(decode_rate(engine, 48, 1))
-    print("| bf16 products | prefill 1,024 tok/s | decode tok/s |")
-    print("|---|---|---|")
-    for mode in ("native", "fp32"):
-        p, d = runs[(mode, "prefill")], runs[(mode, "decode")]
-        print(
-            f"| {mode} | {statistics.median(p):.0f} ({', '.join(f'{v:.0f}' for v in p)}) "
-            f"| {statistics.median(d):.1f} ({', '.join(f'{v:.1f}' for v in d)}) |"
-        )
+def set_mode(mode: str) -> None:
+    os.environ[lin.MODE_ENV] = mode
+    lin.cpu_bf16_is_slow.cache_clear()
 
 
-def nf4_table(model: str, repeats: int) -> None:
-    """bitsandbytes nf4: the compute dtype is chosen at quantization (`default_compute_dtype`),
-    so each setting gets its own engine; measured alternately."""
-    engines = {}
-    for mode in ("native", "fp32"):
-        os.environ[lin.MODE_ENV] = mode
-        lin.cpu_bf16_is_slow.cache_clear()
-        engines[mode] = Engine.load(model, dtype="bfloat16", quantization="nf4")
+def engine_rows(
+    title: str, engines: dict[str, Engine], prefill_tokens: int, decode_tokens: int, repeats: int
+) -> None:
+    """Prefill and decode tok/s of one engine per mode, measured alternately; a markdown table."""
     runs: dict[tuple[str, str], list[float]] = {}
     for _ in range(repeats):
         for mode, engine in engines.items():
-            os.environ[lin.MODE_ENV] = mode
-            lin.cpu_bf16_is_slow.cache_clear()
-            runs.setdefault((mode, "prefill"), []).append(prefill_rate(engine, 512, 1))
-            runs.setdefault((mode, "decode"), []).append(decode_rate(engine, 24, 1))
-    print("| nf4, bf16 products | prefill 512 tok/s | decode tok/s |")
+            set_mode(mode)
+            runs.setdefault((mode, "prefill"), []).append(prefill_rate(engine, prefill_tokens, 1))
+            runs.setdefault((mode, "decode"), []).append(decode_rate(engine, decode_tokens, 1))
+    print(f"| {title} | prefill {prefill_tokens:,} tok/s | decode tok/s |")
     print("|---|---|---|")
     for mode in engines:
         p, d = runs[(mode, "prefill")], runs[(mode, "decode")]
@@ -114,6 +95,22 @@ def nf4_table(model: str, repeats: int) -> None:
             f"| {mode} | {statistics.median(p):.0f} ({', '.join(f'{v:.0f}' for v in p)}) "
             f"| {statistics.median(d):.1f} ({', '.join(f'{v:.1f}' for v in d)}) |"
         )
+
+
+def engine_table(model: str, repeats: int) -> None:
+    """One bf16 engine: the path is chosen per product, so the mode switches it on and off."""
+    engine = Engine.load(model, dtype="bfloat16")
+    engine_rows("bf16 products", {"native": engine, "fp32": engine}, 1024, 48, repeats)
+
+
+def nf4_table(model: str, repeats: int) -> None:
+    """bitsandbytes nf4: the compute dtype is chosen at quantization (`default_compute_dtype`),
+    so each setting gets its own engine."""
+    engines = {}
+    for mode in ("native", "fp32"):
+        set_mode(mode)
+        engines[mode] = Engine.load(model, dtype="bfloat16", quantization="nf4")
+    engine_rows("nf4, bf16 products", engines, 512, 24, repeats)
 
 
 def main() -> None:
