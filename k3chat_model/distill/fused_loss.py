@@ -94,6 +94,11 @@ def _fast_head(head: torch.Tensor) -> torch.Tensor:
     return head
 
 
+def _head_product(h: torch.Tensor, head: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """`h @ headᵀ` in `head`'s dtype, multiplied by `w` (`_fast_head(head)`)."""
+    return (h.to(head.dtype).to(w.dtype) @ w.t()).to(head.dtype)
+
+
 class _HeadDistillLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, s_h, t_h, s_head, t_head, top1_weight, tvd_weight, rows, compiled):  # noqa: ANN001, ANN205
@@ -102,8 +107,8 @@ class _HeadDistillLoss(torch.autograd.Function):
         sums = torch.zeros(3, dtype=torch.float32, device=s_h.device)
         s_w, t_w = _fast_head(s_head), _fast_head(t_head)
         for i in range(0, s_h.shape[0], rows):
-            s_z = (s_h[i : i + rows].to(s_head.dtype).to(s_w.dtype) @ s_w.t()).to(s_head.dtype)
-            t_z = (t_h[i : i + rows].to(t_head.dtype).to(t_w.dtype) @ t_w.t()).to(t_head.dtype)
+            s_z = _head_product(s_h[i : i + rows], s_head, s_w)
+            t_z = _head_product(t_h[i : i + rows], t_head, t_w)
             full = compiled and s_z.shape[0] == rows  # one static shape: one compilation
             loss_rows = COMPILED_ROWS if full else _loss_rows
             kl, ce, tvd, grad = loss_rows(t_z, s_z, inv_n, top1_weight, tvd_weight)

@@ -1,4 +1,5 @@
-"""Tokenizer fixtures: a tiny K3-layout tiktoken dir and a tiny SmolLM2-style ChatML dir."""
+"""Tokenizer fixtures (a tiny K3-layout tiktoken dir, a tiny SmolLM2-style ChatML dir) and the
+CPU bf16 mode switch."""
 
 from __future__ import annotations
 
@@ -8,7 +9,24 @@ from pathlib import Path
 import pytest
 from tokenizer_helpers import SMOLLM2_TEMPLATE, write_chatml_tokenizer  # noqa: F401
 
+from k3chat_model.layers.linear import MODE_ENV, cpu_bf16_is_slow
 from k3chat_model.testing_tokenizer import write_test_tokenizer
+
+
+@pytest.fixture
+def bf16_mode(monkeypatch):
+    """Set `K3CHAT_CPU_BF16` (None: unset, so the CPU is detected) and forget the cached
+    detection; the cache is cleared again afterwards so later tests detect afresh."""
+
+    def set_mode(value: str | None) -> None:
+        if value is None:
+            monkeypatch.delenv(MODE_ENV, raising=False)
+        else:
+            monkeypatch.setenv(MODE_ENV, value)
+        cpu_bf16_is_slow.cache_clear()
+
+    yield set_mode
+    cpu_bf16_is_slow.cache_clear()
 
 
 @pytest.fixture(scope="session")

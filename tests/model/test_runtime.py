@@ -6,7 +6,7 @@ from k3chat_model.dispatch import load_dispatched
 from k3chat_model.engine import Engine
 from k3chat_model.errors import K3Error
 from k3chat_model.events import Message, SamplingParams, TextDelta
-from k3chat_model.layers.linear import MODE_ENV, Linear, cpu_bf16_is_slow
+from k3chat_model.layers.linear import Linear
 from k3chat_model.layers.mxfp4 import MXFP4Linear
 from k3chat_model.loading import load_model
 from k3chat_model.quantize import quantize_model
@@ -31,21 +31,17 @@ def test_quantized_model_keeps_router_fp16_and_projections_in_bnb_layers(tiny_ch
     assert torch.isfinite(logits).all()
 
 
-def test_4bit_layers_compute_in_fp32_where_cpu_bf16_is_slow(tiny_checkpoints, monkeypatch):
+def test_4bit_layers_compute_in_fp32_where_cpu_bf16_is_slow(tiny_checkpoints, bf16_mode):
     """bitsandbytes' CPU 4-bit path multiplies in the compute dtype: fp32 where bf16 is slow.
     Same quantized weights, so the logits are no further from a float64 model's."""
     ids = torch.arange(30)[None]
     out = {}
     for mode, want in (("fp32", torch.float32), ("native", torch.bfloat16)):
-        monkeypatch.setenv(MODE_ENV, mode)
-        cpu_bf16_is_slow.cache_clear()
-        try:
-            model = load_model(tiny_checkpoints["kimi-linear-tiny"], dtype=torch.bfloat16)
-            quantize_model(model, "nf4")
-            with torch.no_grad():
-                out[mode] = model(ids).logits
-        finally:
-            cpu_bf16_is_slow.cache_clear()
+        bf16_mode(mode)
+        model = load_model(tiny_checkpoints["kimi-linear-tiny"], dtype=torch.bfloat16)
+        quantize_model(model, "nf4")
+        with torch.no_grad():
+            out[mode] = model(ids).logits
         q = model.model.layers[1].self_attn.q_proj
         assert isinstance(q, bnb.nn.Linear4bit) and q.compute_dtype == want
         assert out[mode].dtype == torch.bfloat16  # activations keep the model's dtype
