@@ -19,7 +19,7 @@ import torch
 from ..events import SamplingParams
 from . import ckpt
 from .data import ChatTokenizer, pack
-from .generate import generate
+from .generate import fp32_on_slow_cpu, generate
 from .quiz_train import factual_train_prompts
 
 ANSWER_MAX_NEW = 48
@@ -50,8 +50,9 @@ def factual_replies(
     if [q for q, _, _ in saved] == questions:
         return saved
     greedy = SamplingParams(temperature=0.0, repetition_penalty=1.0)
-    outs = generate(teacher, [tok.prompt(q) for q in questions], ANSWER_MAX_NEW + 1, greedy,
-                    tok.eos, batch=batch)  # fmt: skip
+    with fp32_on_slow_cpu(teacher):  # the answers only place the rows; the teacher scores them
+        outs = generate(teacher, [tok.prompt(q) for q in questions], ANSWER_MAX_NEW + 1, greedy,
+                        tok.eos, batch=batch)  # fmt: skip
     triples = [
         [q, tok.decode(o[:ANSWER_MAX_NEW]), len(o) <= ANSWER_MAX_NEW]
         for q, o in zip(questions, outs, strict=True)

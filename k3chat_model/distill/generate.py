@@ -7,17 +7,46 @@ batch of replies of 20-160 tokens would otherwise decode all 48 rows for as long
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from itertools import chain
 
 import torch
 
 from ..events import SamplingParams
 from ..generation import candidates
+from ..layers.linear import cpu_bf16_is_slow
 from ..model import K3ForCausalLM
 
 DROP_FINISHED_AT = 0.25
 """Share of a batch that must have finished before its finished rows are dropped (each drop
 copies the cache, so not one row at a time); above 1, never (benchmarks time that)."""
+
+
+@contextmanager
+def fp32_on_slow_cpu(model: K3ForCausalLM) -> Iterator[None]:
+    """`model`'s bf16 tensors held in fp32 for the duration, on a CPU without native bf16.
+
+    Why: teacher replies decode 48 rows at a time, and on such a CPU each step's bf16 products
+    take `layers.linear`'s fp32 path, converting every weight again; fp32 weights skip that
+    (1.6× the replies' tok/s on a 2-core Zen 3, docs/benchmarks.md). Only for training text,
+    whose tokens merely differ by sampling: what is evaluated or gated runs as it ships. The bf16
+    tensors are put back as they were (not a round trip), so fp32-kept ones stay untouched.
+    """
+    dev = model.model.embed_tokens.weight.device
+    held = [
+        (t, t.data) for t in chain(model.parameters(), model.buffers()) if t.dtype == torch.bfloat16
+    ]
+    if dev.type != "cpu" or not held or not cpu_bf16_is_slow():
+        yield
+        return
+    try:
+        for t, data in held:
+            t.data = data.float()
+        yield
+    finally:
+        for t, data in held:
+            t.data = data
 
 
 @torch.no_grad()

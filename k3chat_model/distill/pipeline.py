@@ -33,7 +33,7 @@ from .data import (
 )
 from .experts import load_experts, trainable
 from .gate import delta_student
-from .generate import generate
+from .generate import fp32_on_slow_cpu, generate
 from .hybrid import attention_output_rms, init_kda_from_gqa, kda_config, swap_in
 from .metrics import hybrid_kl, single_swap_kl, teacher_logits
 from .quiz import quiz_prompts
@@ -207,10 +207,11 @@ def teacher_replies(
     run: Path, cfg: RunConfig, teacher, tok: ChatTokenizer, stop: ckpt.StopFlag | None = None
 ) -> list[list[str]] | None:  # noqa: ANN001
     """The teacher's replies at the app's default sampling: what users see it say."""
-    return _replies(
-        run, "teacher_replies", cfg.gen_prompts, teacher, cfg, tok, SamplingParams(),
-        cfg.gen_max_new, stop,
-    )  # fmt: skip
+    with fp32_on_slow_cpu(teacher):
+        return _replies(
+            run, "teacher_replies", cfg.gen_prompts, teacher, cfg, tok, SamplingParams(),
+            cfg.gen_max_new, stop,
+        )  # fmt: skip
 
 
 def student_replies(

@@ -33,7 +33,7 @@ from .data import ChatTokenizer, interleave
 from .experts import cast, load_routed, routed_state, trainable
 from .factual_rows import factual_replies, factual_rows
 from .gate import assistant_sequences, chat_sequences, heldout_assistant, kl_metrics
-from .generate import generate
+from .generate import fp32_on_slow_cpu, generate
 from .metrics import HeadLogits, swapped
 from .pipeline import RunConfig, load_hybrid, load_run, pretrained_lr_scale, stage2_rows
 from .stage2 import Stage2Config, train_stage2
@@ -378,8 +378,9 @@ def sample_fresh_replies(
     random.Random(seed).shuffle(pool)  # the file is in generation order
     prompts = [pool[j % len(pool)] for j in range(n)]
     t0 = time.time()
-    outs = generate(teacher, [tok.prompt(q) for q in prompts], cfg.gen_max_new, SamplingParams(),
-                    tok.eos, seed=seed, batch=batch)  # fmt: skip
+    with fp32_on_slow_cpu(teacher):
+        outs = generate(teacher, [tok.prompt(q) for q in prompts], cfg.gen_max_new,
+                        SamplingParams(), tok.eos, seed=seed, batch=batch)  # fmt: skip
     pairs = [[q, tok.decode(o)] for q, o in zip(prompts, outs, strict=True)]
     ckpt.write_json(path, pairs)
     made = sum(len(o) for o in outs)
