@@ -7,12 +7,12 @@ attention exactly. HF Llama conventions: rotate-half RoPE, `q/k/v/o_proj` names,
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..cache import GQACache
 from ..config import K3Config
 from .linear import Linear
+from .sdpa import attention
 
 
 def rope_cos_sin(
@@ -81,7 +81,7 @@ class GQAAttention(nn.Module):
         Tk = k.shape[1]
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, h, T, D]
         mask = None if Tk == T or T == 1 else causal_mask(T, Tk, x.device)
-        o = F.scaled_dot_product_attention(
+        o = attention(
             q,
             k,
             v,

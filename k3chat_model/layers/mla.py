@@ -9,7 +9,6 @@ K/V (naive); decode absorbs `kv_b_proj` into the query and the output instead â€
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..cache import MLACache
@@ -17,6 +16,7 @@ from ..config import K3Config
 from .gqa import causal_mask
 from .linear import Linear
 from .norm import RMSNorm
+from .sdpa import attention
 
 ABSORB_MAX_TOKENS = 4
 """Queries per step up to which decode uses the absorbed path."""
@@ -97,9 +97,7 @@ class MLAttention(nn.Module):
         q = torch.cat([q_nope, q_pe], dim=-1)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, h, T, D]
         mask = None if Tk == T or T == 1 else causal_mask(T, Tk, q.device)
-        o = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=Tk == T and T > 1, scale=self.scale
-        )
+        o = attention(q, k, v, attn_mask=mask, is_causal=Tk == T and T > 1, scale=self.scale)
         return o.transpose(1, 2)  # [B, T, h, v]
 
     def _absorbed(self, q_nope, q_pe, c, k_pe) -> torch.Tensor:
