@@ -29,7 +29,7 @@ def fp32_on_slow_cpu(model: K3ForCausalLM) -> Iterator[None]:
 
     Why: teacher replies decode 48 rows at a time, and on such a CPU each step's bf16 products
     take `layers.linear`'s fp32 path, converting every weight again; fp32 weights skip that
-    (1.6× the replies' tok/s on a 2-core Zen 3, docs/benchmarks.md). Only for training text,
+    (1.3–1.8× the replies' tok/s on a 2-core Zen 3, docs/benchmarks.md). Only for training text,
     whose tokens merely differ by sampling: what is evaluated or gated runs as it ships. The bf16
     tensors are put back as they were (not a round trip), so fp32-kept ones stay untouched.
     """
