@@ -8,7 +8,7 @@ as the gate scores its own 30. Printed per run: the count, its 95% Wilson interv
 factual count from `gate.json` when that gate scored these same weights, and against the first
 run the discordant pairs (questions only the first gets right / only this one gets right) with
 an exact two-sided McNemar p. Why: between hybrids this close, which of the gate's 30 answers
-flip is mostly chance (docs/k3-smol.md, session 16); a paired count over four times as many
+flip is mostly chance (docs/k3-smol-sessions.md, session 16); a paired count over four times as many
 questions says whether a hybrid really lost facts or was unlucky.
 """
 

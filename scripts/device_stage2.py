@@ -13,7 +13,7 @@ steps replace the hand work:
         Local, from the repo root; DEST is a git-ignored folder in the repo (e.g. `.gpu/next`,
         with `/.gpu/` in .git/info/exclude). Writes DEST/a, DEST/b, … in calls' order, each
         under --part-mb (the shipped delta must be out of the tree for the calls: see
-        docs/k3-smol.md, session 7), and DEST/commands.txt, the command for each call: the
+        docs/k3-smol-sessions.md, session 7), and DEST/commands.txt, the command for each call: the
         last builds the teacher, runs `distill timed` and packs the result into $OUT. The parts are: the teacher's
         source wheel (split), the chitchat wheel, the `gguf` package, the run's rows (xz),
         teacher replies, config and state, and its stage-2 layers in bf16 (for a run stopped

@@ -190,7 +190,7 @@ def attribute_run(
 
     `hybrid_only` scores the hybrid alone, none restored: one evaluation instead of one per
     layer, for a gating rule that reads a set's top-1 on the CPU (a device's kernels read
-    differently, docs/k3-smol.md session 7). Its report is `hybrid-<sets>.json`."""
+    differently, docs/k3-smol-sessions.md, session 7). Its report is `hybrid-<sets>.json`."""
     from ..loading import load_model
     from .data import ChatTokenizer
     from .gate import assistant_sequences, chat_sequences, delta_student, heldout_assistant

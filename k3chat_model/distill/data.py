@@ -769,7 +769,7 @@ EXTRA_TOPICS = [
 # A fourth list, used only once EXTRA_TOPICS is spent (session 46 asked for 9,216 replies and
 # got 6,839; more samples of those prompts left held-out top-1 flat). One theme per paragraph.
 # Disjoint from the lists above and from the gate's held-out and selection topics; like the
-# other lists it names subjects of some of the gate's factual questions (docs/k3-smol.md, s.50).
+# other lists it names subjects of some of the gate's factual questions (docs/k3-smol-sessions.md, s.50).
 FURTHER_TOPICS = [
     t.strip()
     for t in """

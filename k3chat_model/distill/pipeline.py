@@ -128,7 +128,7 @@ QUIZ_SHARE = 0.25
 """Share of a reply pool's new prompts that are one-line factual questions (more only when the
 other pools run out). Until session 26 the quiz pool came first, so a 192-reply run was all
 one-line answers and its stage 2 never saw the paragraph replies the gate's assistant check
-scores (docs/k3-smol.md, sessions 25-26)."""
+scores (docs/k3-smol-sessions.md, sessions 25-26)."""
 
 
 def reply_prompts(cfg: RunConfig, tok: ChatTokenizer, seen: set[str], want: int) -> list[str]:
