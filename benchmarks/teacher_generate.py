@@ -11,8 +11,9 @@ rows that had finished went on decoding until the batch's longest reply did. Thi
 forward and sampler without dropping finished rows ("before"), the new forward and sampler
 alone, and the current code, alternating, on one group of `--batch` prompts of equal token
 length in the pipeline's own templates, up to `--new` tokens each (the pipeline's 160, ending
-at the end-of-message token), and prints a markdown table of medians. A last row (session 52)
-times the current code with fp32 weights, which the pipeline uses on CPUs without native bf16.
+at the end-of-message token), and prints a markdown table of medians. The last rows time the
+current code with fp32 weights, which the pipeline uses on CPUs without native bf16: row-major
+as session 52 made them, and column-major as session 54 does (`fp32_on_slow_cpu`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from k3chat_model.events import SamplingParams
 from k3chat_model.loading import load_model
 from k3chat_model.model import CausalLMOutput, K3ForCausalLM
 
-FP32 = "now, fp32 weights where bf16 is slow (`fp32_on_slow_cpu`; as bf16 elsewhere)"
+FP32_ROWS = "fp32 weights where bf16 is slow, row-major (`fp32_on_slow_cpu(column_major=False)`)"
+FP32 = "now, fp32 column-major weights where bf16 is slow (`fp32_on_slow_cpu`; as bf16 elsewhere)"
 
 
 def _old_candidates(logits: torch.Tensor, params: SamplingParams, recent: torch.Tensor):  # noqa: ANN202
@@ -125,6 +127,7 @@ def main() -> None:
         "before (strided head, full-vocabulary sampler, finished rows kept)": before,
         "head and sampler fixed, finished rows kept": keep_finished_rows,
         "now (finished rows dropped)": nullcontext,
+        FP32_ROWS: lambda: fp32_on_slow_cpu(teacher, column_major=False),
         FP32: lambda: fp32_on_slow_cpu(teacher),
     }
     times: dict[str, list[float]] = {k: [] for k in cases}
@@ -135,7 +138,7 @@ def main() -> None:
                 t0 = time.perf_counter()
                 outs[name] = generate(teacher, prompts, a.new, params, stop, seed=5, batch=a.batch)
                 times[name].append(time.perf_counter() - t0)
-    same = len({str(o) for k, o in outs.items() if k != FP32}) == 1
+    same = len({str(o) for k, o in outs.items() if k not in (FP32, FP32_ROWS)}) == 1
     print(f"nproc {os.cpu_count()}, threads {a.threads}, load {os.getloadavg()[0]:.2f}, "
           f"torch {torch.__version__}, {platform.machine()}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}")  # fmt: skip
@@ -143,8 +146,8 @@ def main() -> None:
     longest = max(len(o) for o in outs["now (finished rows dropped)"])
     print(f"one group of {a.batch} prompts ({len(prompts[0])} tokens), up to {a.new} new tokens "
           f"each (made {made}, longest {longest}), app default sampling; {a.rounds} rounds, "
-          f"alternating; same tokens in the bf16 rows: {same}; the fp32 row samples its own "
-          f"(its weights differ in rounding only), so its tok/s counts its own tokens\n")  # fmt: skip
+          f"alternating; same tokens in the bf16 rows: {same}; the fp32 rows sample their own "
+          f"(their products differ in rounding only), so their tok/s counts their own tokens\n")  # fmt: skip
     print("| code | group, s (median) | reply tok/s |")
     print("|---|---|---|")
     for name, ts in times.items():

@@ -85,17 +85,22 @@ class _DistillLoss(torch.autograd.Function):
         return full, None, None, None, None
 
 
-def _fast_head(head: torch.Tensor) -> torch.Tensor:
-    """The head to multiply by: an fp32 copy of a bf16 head on CPUs whose bf16 products are slow
-    (`layers/linear.py`; products are rounded back to bf16, as the bf16 kernel's are), else
-    itself. Made once per step, not per chunk."""
+def _fast_heads(head: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the head to multiply hidden states by, the head to multiply gradients by).
+
+    On CPUs whose bf16 products are slow (`layers/linear.py`) both are fp32 copies of a bf16
+    head (products are rounded back to bf16, as the bf16 kernel's are), made once per step, not
+    per chunk; the first is stored column-major, because torch's fp32 product of a 32-row chunk
+    by a row-major [V, H] head runs at half the speed (`benchmarks/small_matmul.py`), while the
+    gradient's product wants it row-major. Elsewhere both are the head itself."""
     if head.device.type == "cpu" and head.dtype == torch.bfloat16 and cpu_bf16_is_slow():
-        return head.float()
-    return head
+        w = head.float()
+        return w.t().contiguous().t(), w
+    return head, head
 
 
 def _head_product(h: torch.Tensor, head: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """`h @ headᵀ` in `head`'s dtype, multiplied by `w` (`_fast_head(head)`)."""
+    """`h @ headᵀ` in `head`'s dtype, multiplied by `w` (`_fast_heads(head)[0]`)."""
     return (h.to(head.dtype).to(w.dtype) @ w.t()).to(head.dtype)
 
 
@@ -105,7 +110,7 @@ class _HeadDistillLoss(torch.autograd.Function):
         inv_n = torch.tensor(1.0 / max(s_h.shape[0], 1), device=s_h.device)
         d_h = torch.empty(s_h.shape, dtype=s_head.dtype, device=s_h.device)
         sums = torch.zeros(3, dtype=torch.float32, device=s_h.device)
-        s_w, t_w = _fast_head(s_head), _fast_head(t_head)
+        (s_w, s_grad_w), (t_w, _) = _fast_heads(s_head), _fast_heads(t_head)
         for i in range(0, s_h.shape[0], rows):
             s_z = _head_product(s_h[i : i + rows], s_head, s_w)
             t_z = _head_product(t_h[i : i + rows], t_head, t_w)
@@ -113,11 +118,11 @@ class _HeadDistillLoss(torch.autograd.Function):
             loss_rows = COMPILED_ROWS if full else _loss_rows
             kl, ce, tvd, grad = loss_rows(t_z, s_z, inv_n, top1_weight, tvd_weight)
             sums += torch.stack([kl, ce, tvd])
-            g = grad.to(s_head.dtype).to(s_w.dtype)
-            if s_w.dtype == d_h.dtype:
-                torch.mm(g, s_w, out=d_h[i : i + rows])
+            g = grad.to(s_head.dtype).to(s_grad_w.dtype)
+            if s_grad_w.dtype == d_h.dtype:
+                torch.mm(g, s_grad_w, out=d_h[i : i + rows])
             else:
-                d_h[i : i + rows] = torch.mm(g, s_w)
+                d_h[i : i + rows] = torch.mm(g, s_grad_w)
         ctx.save_for_backward(d_h)
         ctx.dtype = s_h.dtype
         kl, ce, tvd = sums.unbind()

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from itertools import chain
 
 import torch
+from torch import nn
 
 from ..events import SamplingParams
 from ..generation import candidates
@@ -24,13 +25,16 @@ copies the cache, so not one row at a time); above 1, never (benchmarks time tha
 
 
 @contextmanager
-def fp32_on_slow_cpu(model: K3ForCausalLM) -> Iterator[None]:
+def fp32_on_slow_cpu(model: K3ForCausalLM, *, column_major: bool = True) -> Iterator[None]:
     """`model`'s bf16 tensors held in fp32 for the duration, on a CPU without native bf16.
 
     Why: teacher replies decode 48 rows at a time, and on such a CPU each step's bf16 products
     take `layers.linear`'s fp32 path, converting every weight again; fp32 weights skip that
-    (1.3–1.8× the replies' tok/s on a 2-core Zen 3, docs/benchmarks.md). Only for training text,
-    whose tokens merely differ by sampling: what is evaluated or gated runs as it ships. The bf16
+    (1.3–1.8× the replies' tok/s on a 2-core Zen 3, docs/benchmarks.md). `column_major` also
+    stores each `nn.Linear` weight transposed in memory (same shape and values): torch's fp32
+    product of 8–64 rows by a row-major [out, in] weight runs at half the speed of the same
+    product by a column-major one (`benchmarks/small_matmul.py`). Only for training text, whose
+    tokens merely differ by sampling: what is evaluated or gated runs as it ships. The bf16
     tensors are put back as they were (not a round trip), so fp32-kept ones stay untouched.
     """
     dev = model.model.embed_tokens.weight.device
@@ -40,13 +44,23 @@ def fp32_on_slow_cpu(model: K3ForCausalLM) -> Iterator[None]:
     if dev.type != "cpu" or not held or not cpu_bf16_is_slow():
         yield
         return
+    linear_weights = (
+        {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+        if column_major
+        else set()
+    )
     try:
         for t, data in held:
-            t.data = data.float()
+            t.data = _column_major(data.float()) if id(t) in linear_weights else data.float()
         yield
     finally:
         for t, data in held:
             t.data = data
+
+
+def _column_major(w: torch.Tensor) -> torch.Tensor:
+    """`w` with the same shape and values, its storage transposed (`w.t()` is contiguous)."""
+    return w.t().contiguous().t() if w.dim() == 2 else w
 
 
 @torch.no_grad()

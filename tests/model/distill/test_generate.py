@@ -58,8 +58,9 @@ def _tensors(model) -> list[torch.Tensor]:
 def test_fp32_on_slow_cpu_generates_with_fp32_weights_and_restores_the_bf16_ones(
     teacher, bf16_mode
 ) -> None:
-    """Where bf16 is slow, teacher replies decode with fp32 copies of the bf16 weights: the same
-    replies as an fp32 model of those weights; afterwards every tensor is the one it was."""
+    """Where bf16 is slow, teacher replies decode with fp32 copies of the bf16 weights (linear
+    weights stored column-major, the faster layout for few-row products): the same replies as
+    an fp32 model of those weights; afterwards every tensor is the one it was."""
     bf16_mode("fp32")
     model = teacher.to(torch.bfloat16)
     kept = model.model.norm.weight
@@ -72,6 +73,8 @@ def test_fp32_on_slow_cpu_generates_with_fp32_weights_and_restores_the_bf16_ones
     with fp32_on_slow_cpu(model):
         assert all(t.dtype != torch.bfloat16 for t in _tensors(model))
         assert kept.data_ptr() == before[[t is kept for t in _tensors(model)].index(True)][1]
+        linears = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+        assert linears and all(w.t().is_contiguous() for w in linears)  # column-major storage
         got = generate(model, prompts, 10, greedy, 2, batch=4)
     assert got == generate(reference, prompts, 10, greedy, 2, batch=4)
     assert [(t.dtype, t.data_ptr()) for t in _tensors(model)] == before
