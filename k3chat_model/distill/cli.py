@@ -10,6 +10,9 @@ distill attribute RUN [--set chat|assistant|quiz|both|all] [--selection] [--add-
 distill restore RUN NEW --layers 19,22
 distill seed   RUN [--delta FILE] [--teacher DIR]
 distill window RUN --tokens N [--span S] [--lr X] [--adapt-lr-scale F]
+
+Every command but `status` holds its run (and `restore` its NEW run) for its duration
+(`run_lock.py`): a second command on a run in use stops at once with a one-line error.
 """
 
 from __future__ import annotations
@@ -490,7 +493,12 @@ def main(argv: list[str] | None = None) -> int:
             "seed": _seed,
             "window": _window,
         }
-        return commands[a.cmd](a)
+        if a.cmd == "status":  # reads only
+            return commands[a.cmd](a)
+        from .run_lock import run_lock
+
+        with run_lock(a.run_dir, *([a.new_dir] if a.cmd == "restore" else [])):
+            return commands[a.cmd](a)
     except K3Error as e:
         print(f"k3chat: error: {e}", file=sys.stderr)
         return 2
