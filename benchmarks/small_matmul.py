@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import time
 
 import k3chat_model  # noqa: F401  (sets OMP_WAIT_POLICY before torch loads)
 
 # isort: split
 import torch
 import torch.nn.functional as F
+from timing import median_seconds as seconds
 
 SHAPES = {
     "MLP up/gate 576→1536": (576, 1536),
@@ -33,16 +32,6 @@ SHAPES = {
     "attention k/v 576→192": (576, 192),
     "head 576→49152": (576, 49152),
 }
-
-
-def seconds(fn, repeats: int) -> float:  # noqa: ANN001
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main() -> None:
