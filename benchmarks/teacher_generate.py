@@ -13,7 +13,10 @@ alone, and the current code, alternating, on one group of `--batch` prompts of e
 length in the pipeline's own templates, up to `--new` tokens each (the pipeline's 160, ending
 at the end-of-message token), and prints a markdown table of medians. The last rows time the
 current code with fp32 weights, which the pipeline uses on CPUs without native bf16: row-major
-as session 52 made them, and column-major as session 54 does (`fp32_on_slow_cpu`).
+as session 52 made them, and column-major as session 54 does (`fp32_on_slow_cpu`). On a CPU
+with native bf16 those two rows run bf16; the `forced-fp32` case makes the column-major fp32
+weights there too (`K3CHAT_CPU_BF16=fp32` for its duration), to tell whether native bf16 wins.
+`--cases` picks a subset, e.g. `--cases now,forced-fp32`.
 """
 
 from __future__ import annotations
@@ -35,11 +38,17 @@ from k3chat_model.distill import generate as generate_module
 from k3chat_model.distill.data import TEMPLATES, TOPICS, ChatTokenizer
 from k3chat_model.distill.generate import fp32_on_slow_cpu, generate
 from k3chat_model.events import SamplingParams
+from k3chat_model.layers.linear import MODE_ENV, cpu_bf16_is_slow
 from k3chat_model.loading import load_model
 from k3chat_model.model import CausalLMOutput, K3ForCausalLM
 
 FP32_ROWS = "fp32 weights where bf16 is slow, row-major (`fp32_on_slow_cpu(column_major=False)`)"
 FP32 = "now, fp32 column-major weights where bf16 is slow (`fp32_on_slow_cpu`; as bf16 elsewhere)"
+FORCED = "fp32 column-major weights on any CPU (`K3CHAT_CPU_BF16=fp32`, `fp32_on_slow_cpu`)"
+NOW = "now (finished rows dropped)"
+SHORT = {"before": "before (strided head, full-vocabulary sampler, finished rows kept)",
+         "kept": "head and sampler fixed, finished rows kept", "now": NOW,
+         "fp32-rows": FP32_ROWS, "fp32": FP32, "forced-fp32": FORCED}  # fmt: skip
 
 
 def _old_candidates(logits: torch.Tensor, params: SamplingParams, recent: torch.Tensor):  # noqa: ANN202
@@ -95,6 +104,24 @@ def before() -> None:
         generate_module.candidates, K3ForCausalLM.forward = sampler, forward
 
 
+@contextmanager
+def forced_fp32(model: K3ForCausalLM) -> None:
+    """`fp32_on_slow_cpu` as if this CPU had no native bf16 (the detection is cached: cleared
+    on the way in and out)."""
+    old = os.environ.get(MODE_ENV)
+    os.environ[MODE_ENV] = "fp32"
+    cpu_bf16_is_slow.cache_clear()
+    try:
+        with fp32_on_slow_cpu(model):
+            yield
+    finally:
+        if old is None:
+            os.environ.pop(MODE_ENV, None)
+        else:
+            os.environ[MODE_ENV] = old
+        cpu_bf16_is_slow.cache_clear()
+
+
 def same_length_prompts(tok: ChatTokenizer, n: int) -> list[list[int]]:
     """`n` pipeline-style prompts that all have the most common token length."""
     by_len: dict[int, list[list[int]]] = {}
@@ -115,6 +142,8 @@ def main() -> None:
     ap.add_argument("--new", type=int, default=160, help="most tokens generated per prompt")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cases", default="before,kept,now,fp32-rows,fp32",
+                    help=f"subset of {','.join(SHORT)}")  # fmt: skip
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     tok = ChatTokenizer(a.teacher)
@@ -123,13 +152,16 @@ def main() -> None:
     params = SamplingParams()
     stop = tok.eos
     generate(teacher, prompts[:4], 4, params, stop, batch=a.batch)  # warm-up
-    cases = {
-        "before (strided head, full-vocabulary sampler, finished rows kept)": before,
-        "head and sampler fixed, finished rows kept": keep_finished_rows,
-        "now (finished rows dropped)": nullcontext,
+    every = {
+        SHORT["before"]: before,
+        SHORT["kept"]: keep_finished_rows,
+        NOW: nullcontext,
         FP32_ROWS: lambda: fp32_on_slow_cpu(teacher, column_major=False),
         FP32: lambda: fp32_on_slow_cpu(teacher),
+        FORCED: lambda: forced_fp32(teacher),
     }
+    chosen = {SHORT[c] for c in a.cases.split(",") if c} | {NOW}
+    cases = {k: v for k, v in every.items() if k in chosen}
     times: dict[str, list[float]] = {k: [] for k in cases}
     outs: dict[str, list[list[int]]] = {}
     for _ in range(a.rounds):
@@ -138,12 +170,12 @@ def main() -> None:
                 t0 = time.perf_counter()
                 outs[name] = generate(teacher, prompts, a.new, params, stop, seed=5, batch=a.batch)
                 times[name].append(time.perf_counter() - t0)
-    same = len({str(o) for k, o in outs.items() if k not in (FP32, FP32_ROWS)}) == 1
+    same = len({str(o) for k, o in outs.items() if k not in (FP32, FP32_ROWS, FORCED)}) == 1
     print(f"nproc {os.cpu_count()}, threads {a.threads}, load {os.getloadavg()[0]:.2f}, "
           f"torch {torch.__version__}, {platform.machine()}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}")  # fmt: skip
-    made = sum(len(o) for o in outs["now (finished rows dropped)"])
-    longest = max(len(o) for o in outs["now (finished rows dropped)"])
+    made = sum(len(o) for o in outs[NOW])
+    longest = max(len(o) for o in outs[NOW])
     print(f"one group of {a.batch} prompts ({len(prompts[0])} tokens), up to {a.new} new tokens "
           f"each (made {made}, longest {longest}), app default sampling; {a.rounds} rounds, "
           f"alternating; same tokens in the bf16 rows: {same}; the fp32 rows sample their own "
