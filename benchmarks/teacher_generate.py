@@ -145,6 +145,9 @@ def main() -> None:
     ap.add_argument("--cases", default="before,kept,now,fp32-rows,fp32",
                     help=f"subset of {','.join(SHORT)}")  # fmt: skip
     a = ap.parse_args()
+    unknown = [c for c in a.cases.split(",") if c and c not in SHORT]
+    if unknown:
+        ap.error(f"--cases: unknown {','.join(unknown)} (choose from {','.join(SHORT)})")
     torch.set_num_threads(a.threads)
     tok = ChatTokenizer(a.teacher)
     teacher = load_model(a.teacher, dtype=torch.bfloat16).eval()
