@@ -171,7 +171,8 @@ def _parser() -> argparse.ArgumentParser:
     tm = sub.add_parser(
         "timed",
         help="continue stage 2 on a device for a fixed wall-clock budget; writes "
-        "RUN/stage2-timed.pt (best held-out snapshot) and RUN/timed.json",
+        "RUN/stage2-timed.pt (best held-out snapshot; the last one too, as "
+        "stage2-timed-last.pt, when an earlier one was kept) and RUN/timed.json",
     )
     tm.add_argument("run_dir", type=Path)
     tm.add_argument("--device", default="cuda", help="torch device (default: cuda)")

@@ -526,3 +526,36 @@ def test_an_earlier_snapshot_never_rewound_is_set_aside_not_overwritten(
     assert timed.set_aside_unrewound_snapshot(run, log=lines.append).name == (
         "stage2-timed-unreadable.pt"
     )
+
+
+def test_timed_also_keeps_the_last_weights_when_the_rule_kept_an_earlier_step(
+    teacher_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """A near-tie on the keep rule can hide a better last step (session 58): its weights are
+    written beside the kept ones, `rewind` takes them, and a later run sets them aside."""
+    run = _run(tmp_path, teacher_dir)
+    held = [(r.tolist(), [1] * 32) for r in _rows(2, 9)[0]]
+    _held_out(monkeypatch, held[:1], held[1:])
+    scores = iter([(0.0, 0.0), (2.0, 0.0), (1.0, 0.0)])  # start, first eval (kept), last eval
+    monkeypatch.setattr(timed, "_score", lambda _res: next(scores))
+    rep = timed.timed_stage2(
+        run, device="cpu", seconds=8, batch=2, lr=3e-3, evals=2, log=lambda _m: None
+    )
+    first, last = rep["evals"]
+    assert rep["best_step"] == first["step"] < last["step"] == rep["steps"]
+    assert rep["last_snapshot"] == "stage2-timed-last.pt"
+    kept, final = ckpt.load(run / "stage2-timed.pt"), ckpt.load(run / "stage2-timed-last.pt")
+    assert kept["state"]["tokens"] == 640 + first["tokens"]
+    assert final["state"]["tokens"] == 640 + last["tokens"]
+    assert any(not torch.equal(v, kept["layers"][1][k]) for k, v in final["layers"][1].items())
+
+    assert main(["rewind", str(run), str(run / "stage2-timed-last.pt")]) == 0
+    students, _ = load_hybrid(run, teacher_dir, [1], "stage2.pt")
+    for k, v in final["layers"][1].items():
+        assert torch.equal(students[1].state_dict()[k], v)
+    # a rewound last snapshot is the run's stage 2: a new run moves nothing; one never
+    # rewound (the kept one here) is renamed, not overwritten
+    assert timed.set_aside_unrewound_snapshot(run, lambda _m: None, "stage2-timed-last.pt") is None
+    assert timed.set_aside_unrewound_snapshot(run, lambda _m: None).name == (
+        f"stage2-timed-{640 + first['tokens']}.pt"
+    )
