@@ -317,13 +317,6 @@ def timed_stage2(
         on_step=on_step,
         experts=experts,
     )
-    last = report["evals"][-1] if report["evals"] else None
-    if last is not None and last["step"] == state["step"] != best["step"]:
-        # Why: the rule keeps one snapshot, and a near-tie on top-1 can hide a lower KL (session
-        # 58 kept 85.44% over a last step at 85.42% with lower KL on every set, and lost it).
-        ckpt.save_atomic(snapshot_of(weights(), last), run / LAST_SNAPSHOT)
-        report["last_snapshot"] = LAST_SNAPSHOT
-        log(f"the last evaluated weights (step {last['step']}) are kept too, as {LAST_SNAPSHOT}")
     write_snapshot(
         {
             "partial": False,
@@ -334,6 +327,19 @@ def timed_stage2(
             "seconds": round(seconds - (t_end - time.time())),
         }
     )
+    last = report["evals"][-1] if report["evals"] else None
+    if last is not None and last["step"] == state["step"] != best["step"]:
+        # Why: the rule keeps one snapshot, and a near-tie on top-1 can hide a lower KL (session
+        # 58 kept 85.44% over a last step at 85.42% with lower KL on every set, and lost it).
+        # Written after the kept snapshot and report, so it can never cost them (disk full).
+        try:
+            ckpt.save_atomic(snapshot_of(weights(), last), run / LAST_SNAPSHOT)
+        except OSError as e:
+            log(f"the last evaluated weights (step {last['step']}) were not kept: {e}")
+            return report
+        report["last_snapshot"] = LAST_SNAPSHOT
+        ckpt.write_json(run / "timed.json", report)
+        log(f"the last evaluated weights (step {last['step']}) are kept too, as {LAST_SNAPSHOT}")
     return report
 
 
