@@ -45,7 +45,9 @@ RESERVE_S = 0.06
 start evaluation is timed and the training budget leaves room for `evals` more like it
 (session 34: on an H200 one took 78 s, against 6% of a 540 s budget)."""
 MEASURE_STEPS = 6
-# The last evaluated weights, written when the rule kept an earlier step (`rewind` takes it too).
+# The kept weights, and the last evaluated ones when the rule kept an earlier step (`rewind`
+# takes either).
+KEPT_SNAPSHOT = "stage2-timed.pt"
 LAST_SNAPSHOT = "stage2-timed-last.pt"
 
 
@@ -58,7 +60,7 @@ def _same_layers(a: dict, b: dict) -> bool:
 
 
 def set_aside_unrewound_snapshot(
-    run: Path, log: Callable[[str], None] = print, name: str = "stage2-timed.pt"
+    run: Path, log: Callable[[str], None] = print, name: str = KEPT_SNAPSHOT
 ) -> Path | None:
     """Rename an earlier `RUN/stage2-timed.pt` (or `name`) that is not the run's current stage 2.
 
@@ -169,7 +171,7 @@ def timed_stage2(
     if eval_batch < 1:
         raise ConfigError(f"--eval-batch {eval_batch}: need at least 1 sequence per forward")
     # after the argument checks: a typo moves nothing
-    for name in ("stage2-timed.pt", LAST_SNAPSHOT):
+    for name in (KEPT_SNAPSHOT, LAST_SNAPSHOT):
         set_aside_unrewound_snapshot(run, log, name)
     cfg, st = load_run(run)
     lr_scale = pretrained_lr_scale(cfg, st, pretrained_scale, pretrained_train)
@@ -251,7 +253,7 @@ def timed_stage2(
         if best["source"] == "ema":
             chosen = {**chosen["ema"], "step": chosen["step"], "tokens": chosen["tokens"]}
         report.update(best_step=best["step"], best_source=best["source"], best=chosen, **final)
-        ckpt.save_atomic(snapshot_of(best["weights"], chosen), run / "stage2-timed.pt")
+        ckpt.save_atomic(snapshot_of(best["weights"], chosen), run / KEPT_SNAPSHOT)
         ckpt.write_json(run / "timed.json", report)
 
     def snapshot_of(kept: dict, chosen: dict) -> dict:
