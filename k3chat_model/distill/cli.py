@@ -6,7 +6,7 @@ distill gate   RUN [--delta FILE]
 distill ship   RUN [--dest DIR]
 distill rewind RUN CKPT
 distill timed  RUN --device cuda --seconds S [--fresh-replies N] [--batch N] [--lr X] …
-distill attribute RUN [--set chat|assistant|quiz|both|all] [--selection] [--add-from RUN2]
+distill attribute RUN [--set chat|assistant|topics|quiz|both|all] [--selection] [--add-from RUN2]
 distill restore RUN NEW --layers 19,22
 distill seed   RUN [--delta FILE] [--teacher DIR]
 distill window RUN --tokens N [--span S] [--lr X] [--adapt-lr-scale F]
